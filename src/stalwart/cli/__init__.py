@@ -1,0 +1,1 @@
+"""The ``stalwart`` (alias ``stw``) command line."""

@@ -1,0 +1,94 @@
+"""Stalwart's error tree.
+
+Every error a user can see derives from :class:`StalwartError` and carries a stable ``code``.
+One place (the CLI's catch point, later the API's exception handler) turns these into a one-line
+message or a JSON body; nothing else formats errors for people.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EnvironmentResolutionError",
+    "EnvsBumpError",
+    "FrameworkConflictError",
+    "ImageSpecError",
+    "ManifestError",
+    "StaleImageReferencesError",
+    "StalwartError",
+]
+
+
+class StalwartError(Exception):
+    """Base of all user-facing errors.
+
+    ``code`` is stable across releases (clients match on it); ``hint`` says what to do next.
+    """
+
+    code = "stalwart_error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} ({self.hint})"
+        return self.message
+
+
+class ConfigError(StalwartError):
+    """A configuration file or document is invalid.
+
+    ``problems`` holds one line per problem, each naming its path (and YAML line where known).
+    """
+
+    code = "invalid_config"
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        count = len(problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"{source}: {count} {noun}:\n" + "\n".join(problems))
+        self.source = source
+        self.problems = problems
+
+
+class EnvironmentResolutionError(StalwartError):
+    """A task image cannot be chosen for an experiment."""
+
+    code = "image_resolution_failed"
+
+
+class FrameworkConflictError(EnvironmentResolutionError):
+    """The model imports both PyTorch and TensorFlow and no image is pinned."""
+
+    code = "framework_conflict"
+
+
+class ImageSpecError(EnvironmentResolutionError, ValueError):
+    """An ``image`` value has the wrong shape (an unknown device key, a non-string image).
+
+    Also a :class:`ValueError`, so a pydantic validator that calls the normalizer reports it as
+    an ordinary validation error.
+    """
+
+    code = "invalid_image_spec"
+
+
+class ManifestError(ConfigError):
+    """The task-image manifest (``stalwart/environments/manifest.yaml``) is malformed."""
+
+    code = "invalid_manifest"
+
+
+class EnvsBumpError(StalwartError):
+    """``stalwart envs bump`` cannot run: a bad tag, or no manifest in the repository."""
+
+    code = "envs_bump_failed"
+
+
+class StaleImageReferencesError(StalwartError):
+    """``stalwart envs check`` found image references that disagree with the manifest."""
+
+    code = "stale_image_references"
