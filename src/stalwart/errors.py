@@ -8,14 +8,22 @@ message or a JSON body; nothing else formats errors for people.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyExistsError",
     "ConfigError",
     "EnvironmentResolutionError",
     "EnvsBumpError",
+    "FailedPreconditionError",
+    "ForbiddenError",
     "FrameworkConflictError",
     "ImageSpecError",
+    "InvalidArgumentError",
+    "InvalidTransitionError",
     "ManifestError",
+    "NotFoundError",
+    "PayloadTooLargeError",
     "StaleImageReferencesError",
     "StalwartError",
+    "UnauthenticatedError",
 ]
 
 
@@ -92,3 +100,51 @@ class StaleImageReferencesError(StalwartError):
     """``stalwart envs check`` found image references that disagree with the manifest."""
 
     code = "stale_image_references"
+
+
+class NotFoundError(StalwartError):
+    """The thing asked for does not exist (HTTP 404)."""
+
+    code = "not_found"
+
+
+class UnauthenticatedError(StalwartError):
+    """No valid credentials were given (HTTP 401)."""
+
+    code = "unauthenticated"
+
+
+class ForbiddenError(StalwartError):
+    """The credentials are valid but not allowed to do this (HTTP 403)."""
+
+    code = "permission_denied"
+
+
+class InvalidArgumentError(StalwartError):
+    """A request is malformed or names impossible values (HTTP 400)."""
+
+    code = "invalid_argument"
+
+
+class FailedPreconditionError(StalwartError):
+    """The request is valid but the system is not in a state to do it (HTTP 400)."""
+
+    code = "failed_precondition"
+
+
+class InvalidTransitionError(FailedPreconditionError):
+    """A state change that the state machine does not allow."""
+
+    code = "invalid_transition"
+
+
+class AlreadyExistsError(StalwartError):
+    """Something with that name already exists (HTTP 409)."""
+
+    code = "already_exists"
+
+
+class PayloadTooLargeError(StalwartError):
+    """A request is over a configured size limit (HTTP 413)."""
+
+    code = "payload_too_large"

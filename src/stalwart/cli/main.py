@@ -15,6 +15,7 @@ from rich.console import Console
 
 from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
+from stalwart.cli import master as master_cli
 from stalwart.errors import StalwartError
 
 __all__ = ["app", "main"]
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 app.add_typer(config_cli.app, name="config")
 app.add_typer(envs_cli.app, name="envs")
+app.add_typer(master_cli.app, name="master")
 
 _state = {"debug": False}
 

@@ -1,0 +1,57 @@
+"""``stalwart master``: run the master (REST API, database, scheduler).
+
+``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
+Ctrl-C or SIGTERM. It needs the ``master`` extra; the import happens only when it runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Run and inspect the master.")
+
+
+@app.callback(invoke_without_command=True)
+def master(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Master config file (YAML).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")] = None,
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite under --home).")
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option(help="State directory (default ~/.stalwart).")
+    ] = None,
+) -> None:
+    """Run the master (when no subcommand is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        import uvicorn
+
+        from stalwart.master.app import create_app
+        from stalwart.master.settings import load_settings
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"the master needs its extra: pip install 'stalwart[master]' ({exc.name} missing)"
+        ) from exc
+    settings = load_settings(config, overrides={"host": host, "port": port, "db": db, "home": home})
+    typer.echo(
+        f"Stalwart master on http://{settings.host}:{settings.port} "
+        f"(database: {settings.database_url.split('://', 1)[0]})"
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+    )

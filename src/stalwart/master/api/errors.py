@@ -1,0 +1,76 @@
+"""The one place that turns errors into HTTP responses.
+
+Body (Determined's grpc-gateway shape, plus a top-level ``message`` the client reads first):
+``{"message": m, "error": {"code": <grpc code>, "reason": "<CodeName>", "error": m}}``.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from stalwart import errors
+
+__all__ = ["error_response", "install_error_handlers", "status_of"]
+
+# StalwartError.code -> (HTTP status, gRPC code, gRPC code name)
+_STATUS: dict[str, tuple[int, int, str]] = {
+    errors.InvalidArgumentError.code: (400, 3, "InvalidArgument"),
+    errors.ConfigError.code: (400, 3, "InvalidArgument"),
+    errors.FailedPreconditionError.code: (400, 9, "FailedPrecondition"),
+    errors.InvalidTransitionError.code: (400, 9, "FailedPrecondition"),
+    errors.UnauthenticatedError.code: (401, 16, "Unauthenticated"),
+    errors.ForbiddenError.code: (403, 7, "PermissionDenied"),
+    errors.NotFoundError.code: (404, 5, "NotFound"),
+    errors.AlreadyExistsError.code: (409, 6, "AlreadyExists"),
+    errors.PayloadTooLargeError.code: (413, 8, "ResourceExhausted"),
+}
+_INTERNAL = (500, 13, "Internal")
+_BY_HTTP = {
+    400: (3, "InvalidArgument"),
+    401: (16, "Unauthenticated"),
+    403: (7, "PermissionDenied"),
+    404: (5, "NotFound"),
+    405: (12, "Unimplemented"),
+    409: (6, "AlreadyExists"),
+    413: (8, "ResourceExhausted"),
+}
+
+
+def status_of(exc: errors.StalwartError) -> tuple[int, int, str]:
+    """HTTP status, gRPC code and name for an error (500 for codes not in the table)."""
+    for cls in type(exc).__mro__:
+        code = getattr(cls, "code", None)
+        if isinstance(code, str) and code in _STATUS:
+            return _STATUS[code]
+    return _INTERNAL
+
+
+def error_response(http: int, grpc: int, reason: str, message: str) -> JSONResponse:
+    """A JSON error response in the wire shape."""
+    body = {"message": message, "error": {"code": grpc, "reason": reason, "error": message}}
+    return JSONResponse(body, status_code=http)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map StalwartError, request validation errors and HTTP errors to the wire shape."""
+
+    @app.exception_handler(errors.StalwartError)
+    async def _stalwart(_request: Request, exc: errors.StalwartError) -> JSONResponse:
+        http, grpc, reason = status_of(exc)
+        return error_response(http, grpc, reason, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+        return error_response(400, 3, "InvalidArgument", "invalid request: " + "; ".join(parts))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        grpc, reason = _BY_HTTP.get(exc.status_code, (2, "Unknown"))
+        return error_response(exc.status_code, grpc, reason, str(exc.detail))

@@ -1,0 +1,9 @@
+"""Routes: trials (to be filled)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+__all__ = ["router"]
+
+router = APIRouter()

@@ -1,0 +1,102 @@
+"""``create_app(settings)``: the master's FastAPI application.
+
+Nothing happens at import time. The lifespan opens the database, runs the migrations, creates the
+built-in users and workspace, and binds the in-process buses; it disposes of the engine on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session
+
+from stalwart import __version__
+from stalwart.master.api import (
+    agents,
+    allocations,
+    auth,
+    checkpoints,
+    experiments,
+    info,
+    logs,
+    tasks,
+    trials,
+    users,
+)
+from stalwart.master.api.errors import install_error_handlers
+from stalwart.master.api.middleware import WireMiddleware
+from stalwart.master.db import migrate
+from stalwart.master.db.engine import make_engine, make_session_factory
+from stalwart.master.db.tables import MasterMeta
+from stalwart.master.services.bootstrap import bootstrap
+from stalwart.master.settings import MasterSettings
+from stalwart.master.state import MasterState
+from stalwart.master.transitions import install_event_publisher
+
+__all__ = ["create_app", "open_state"]
+
+API_PREFIX = "/api/v1"
+
+
+def _cluster_id(session: Session) -> str:
+    found = session.get(MasterMeta, "cluster_id")
+    if found is None:
+        found = MasterMeta(key="cluster_id", value=str(uuid.uuid4()))
+        session.add(found)
+        session.commit()
+    return found.value
+
+
+def open_state(settings: MasterSettings) -> MasterState:
+    """Open the database (migrated, bootstrapped) and build the master's state."""
+    engine = make_engine(settings.database_url)
+    migrate.upgrade(engine)
+    sessions = make_session_factory(engine)
+    state = MasterState(settings=settings, engine=engine, sessions=sessions)
+    install_event_publisher(sessions, state.bus)
+    with sessions() as session:
+        bootstrap(session, settings.security.initial_user_password)
+        state.cluster_id = _cluster_id(session)
+    return state
+
+
+def create_app(settings: MasterSettings) -> FastAPI:
+    """The master application for ``settings``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = open_state(settings)
+        state.notifier.bind(asyncio.get_running_loop())
+        app.state.master = state
+        try:
+            yield
+        finally:
+            state.engine.dispose()
+
+    app = FastAPI(
+        title="Stalwart master",
+        version=__version__,
+        description="Stalwart's REST API, in Determined's v1 dialect.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
+    app.include_router(info.info_router)
+    for module in (
+        info,
+        auth,
+        users,
+        experiments,
+        trials,
+        checkpoints,
+        logs,
+        agents,
+        tasks,
+        allocations,
+    ):
+        app.include_router(module.router, prefix=API_PREFIX)
+    return app

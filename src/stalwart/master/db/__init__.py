@@ -1,0 +1,1 @@
+"""The master's database: engine, tables and migrations."""

@@ -1,0 +1,348 @@
+"""The master's tables (SQLAlchemy 2.0, typed ``Mapped[...]`` columns).
+
+Conventions: state columns hold Determined's enum names without the ``STATE_`` prefix
+(``ACTIVE``, ``COMPLETED``...) and change only through :mod:`stalwart.master.transitions`;
+times are timezone-aware UTC; JSON columns hold plain JSON values. Schema changes need an Alembic
+migration in ``stalwart/master/db/migrations/versions`` (``tests/master/test_migrations.py``
+fails when the tables and the migrations disagree).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "Agent",
+    "Allocation",
+    "Base",
+    "Checkpoint",
+    "Experiment",
+    "MasterMeta",
+    "MetricReport",
+    "Project",
+    "Slot",
+    "StorageBackend",
+    "Task",
+    "TaskLog",
+    "Trial",
+    "User",
+    "UserSession",
+    "Workspace",
+    "utcnow",
+]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite needs INTEGER PRIMARY KEY for autoincrement; PostgreSQL gets a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> dt.datetime:
+    """Now, timezone-aware UTC (what every time column stores)."""
+    return dt.datetime.now(dt.UTC)
+
+
+class UtcDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite drops the zone; we restore it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use stalwart.master.db.tables.utcnow")
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention, so migrations name constraints stably."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        dt.datetime: UtcDateTime(),
+    }
+
+
+class MasterMeta(Base):
+    """Facts about this cluster that outlive a master process (e.g. ``cluster_id``)."""
+
+    __tablename__ = "master_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class User(Base):
+    """A person (or the built-in ``admin`` / ``determined``) who can log in."""
+
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(255), unique=True)
+    display_name: Mapped[str | None] = mapped_column(String(255))
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    remote: Mapped[bool] = mapped_column(Boolean, default=False)
+    modified_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_auth_at: Mapped[dt.datetime | None] = mapped_column()
+    agent_uid: Mapped[int | None] = mapped_column(Integer)
+    agent_gid: Mapped[int | None] = mapped_column(Integer)
+    agent_user: Mapped[str | None] = mapped_column(String(255))
+    agent_group: Mapped[str | None] = mapped_column(String(255))
+
+
+class UserSession(Base):
+    """A login session; only the SHA-256 of its token is stored."""
+
+    __tablename__ = "user_sessions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column()
+
+
+class Workspace(Base):
+    """A workspace; workspace 1 "Uncategorized" always exists."""
+
+    __tablename__ = "workspaces"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+
+class Project(Base):
+    """A project in a workspace; project 1 "Uncategorized" always exists."""
+
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+
+class Experiment(Base):
+    """An experiment: its original YAML, its fully defaulted config and its model definition."""
+
+    __tablename__ = "experiments"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str | None] = mapped_column(Text)
+    labels: Mapped[list[Any]] = mapped_column(default=list)
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), index=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    original_config: Mapped[str] = mapped_column(Text)
+    config: Mapped[dict[str, Any]] = mapped_column()
+    model_definition: Mapped[bytes | None] = mapped_column(LargeBinary)
+    searcher_type: Mapped[str] = mapped_column(String(32))
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    job_id: Mapped[str] = mapped_column(String(64), unique=True)
+    parent_id: Mapped[int | None] = mapped_column(Integer)
+    progress: Mapped[float | None] = mapped_column(Float)
+    start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    end_time: Mapped[dt.datetime | None] = mapped_column()
+    searcher_state: Mapped[dict[str, Any] | None] = mapped_column()
+
+
+class Trial(Base):
+    """A trial: one hyperparameter configuration of an experiment, across its runs."""
+
+    __tablename__ = "trials"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    request_id: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[str] = mapped_column(String(128), unique=True)
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    hparams: Mapped[dict[str, Any]] = mapped_column()
+    seed: Mapped[int] = mapped_column(BigInteger, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    run_id: Mapped[int] = mapped_column(Integer, default=0)
+    start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    end_time: Mapped[dt.datetime | None] = mapped_column()
+    total_batches: Mapped[int] = mapped_column(BigInteger, default=0)
+    runner_state: Mapped[str] = mapped_column(String(255), default="")
+    progress: Mapped[float | None] = mapped_column(Float)
+    searcher_metric_value: Mapped[float | None] = mapped_column(Float)
+    latest_checkpoint: Mapped[str | None] = mapped_column(String(64))
+    early_exit_reason: Mapped[str | None] = mapped_column(String(64))
+    run_metadata: Mapped[dict[str, Any] | None] = mapped_column()
+
+
+class Task(Base):
+    """A task (a trial's task, or a generic one); allocations are its runs."""
+
+    __tablename__ = "tasks"
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    task_type: Mapped[str] = mapped_column(String(32))
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    experiment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    trial_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    end_time: Mapped[dt.datetime | None] = mapped_column()
+
+
+class Allocation(Base):
+    """One run of a task on a set of slots; its token authenticates the task's calls."""
+
+    __tablename__ = "allocations"
+    id: Mapped[str] = mapped_column(String(160), primary_key=True)
+    task_id: Mapped[str] = mapped_column(
+        ForeignKey("tasks.task_id", ondelete="CASCADE"), index=True
+    )
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    slots: Mapped[int] = mapped_column(Integer, default=0)
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    agent_id: Mapped[str | None] = mapped_column(String(255))
+    ports: Mapped[dict[str, Any] | None] = mapped_column()
+    start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    end_time: Mapped[dt.datetime | None] = mapped_column()
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    exit_reason: Mapped[str | None] = mapped_column(Text)
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
+    accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
+
+
+class MetricReport(Base):
+    """One metrics report of a trial (training, validation or a custom group)."""
+
+    __tablename__ = "metric_reports"
+    __table_args__ = (Index("ix_metric_reports_series", "trial_id", "group", "steps_completed"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    trial_run_id: Mapped[int] = mapped_column(Integer, default=0)
+    group: Mapped[str] = mapped_column(String(64))
+    steps_completed: Mapped[int] = mapped_column(BigInteger)
+    report_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    metrics: Mapped[dict[str, Any]] = mapped_column()
+    batch_metrics: Mapped[list[Any] | None] = mapped_column()
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class StorageBackend(Base):
+    """A checkpoint storage config seen in ``runs/start`` (its id is the ``storageId``)."""
+
+    __tablename__ = "storage_backends"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    config_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    config: Mapped[dict[str, Any]] = mapped_column()
+
+
+class Checkpoint(Base):
+    """A checkpoint reported by a task."""
+
+    __tablename__ = "checkpoints"
+    uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    allocation_id: Mapped[str | None] = mapped_column(String(160))
+    trial_id: Mapped[int | None] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), index=True
+    )
+    experiment_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    report_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    storage_id: Mapped[int | None] = mapped_column(ForeignKey("storage_backends.id"))
+    steps_completed: Mapped[int | None] = mapped_column(BigInteger)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TaskLog(Base):
+    """One line of a task's output."""
+
+    __tablename__ = "task_logs"
+    __table_args__ = (Index("ix_task_logs_task", "task_id", "id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    allocation_id: Mapped[str | None] = mapped_column(String(160))
+    agent_id: Mapped[str | None] = mapped_column(String(255))
+    container_id: Mapped[str | None] = mapped_column(String(255))
+    rank_id: Mapped[int | None] = mapped_column(Integer)
+    timestamp: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    level: Mapped[str | None] = mapped_column(String(32))
+    stdtype: Mapped[str | None] = mapped_column(String(16))
+    source: Mapped[str | None] = mapped_column(String(32))
+    log: Mapped[str] = mapped_column(Text)
+
+
+class Agent(Base):
+    """An agent daemon that has registered with the master."""
+
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), default="")
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    addresses: Mapped[list[Any]] = mapped_column(default=list)
+    registered_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_heartbeat: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    connected: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class Slot(Base):
+    """One slot (a GPU, or a CPU slot) of an agent."""
+
+    __tablename__ = "slots"
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    slot_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    device_type: Mapped[str] = mapped_column(String(16))
+    device_brand: Mapped[str] = mapped_column(String(255), default="")
+    device_uuid: Mapped[str] = mapped_column(String(255), default="")
+    device_index: Mapped[int] = mapped_column(Integer, default=0)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    allocation_id: Mapped[str | None] = mapped_column(String(160))

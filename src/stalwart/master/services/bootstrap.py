@@ -1,0 +1,37 @@
+"""What every master database holds from its first start: built-in users, workspace/project 1.
+
+Idempotent: running it again changes nothing (existing users keep their passwords).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stalwart.master.db.tables import Project, User, Workspace
+from stalwart.master.services.passwords import client_hash, hash_password
+
+__all__ = ["BUILTIN_USERS", "bootstrap"]
+
+BUILTIN_USERS = (("admin", True), ("determined", False))
+
+
+def bootstrap(session: Session, initial_password: str) -> None:
+    """Create the built-in users and the "Uncategorized" workspace and project if missing."""
+    for username, admin in BUILTIN_USERS:
+        if session.scalar(select(User).where(User.username == username)) is None:
+            session.add(
+                User(
+                    username=username,
+                    admin=admin,
+                    active=True,
+                    password_hash=hash_password(client_hash(initial_password)),
+                )
+            )
+    session.flush()
+    if session.get(Workspace, 1) is None:
+        session.add(Workspace(id=1, name="Uncategorized", immutable=True))
+        session.flush()
+    if session.get(Project, 1) is None:
+        session.add(Project(id=1, name="Uncategorized", workspace_id=1, immutable=True))
+    session.commit()

@@ -1,0 +1,165 @@
+"""Master settings, read once (a YAML file plus ``STALWART_*`` environment variables).
+
+Precedence: command-line overrides > ``STALWART_*`` environment > the config file > defaults.
+Environment variables name top-level settings (``STALWART_PORT``, ``STALWART_DB``,
+``STALWART_HOME``, ``STALWART_CLUSTER_NAME``) or nested ones with ``__``
+(``STALWART_SECURITY__INITIAL_USER_PASSWORD``). Nothing else in the master reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stalwart.config.validation import problems_from_error, render_problems
+from stalwart.errors import ConfigError
+
+__all__ = ["Limits", "MasterSettings", "SecuritySettings", "load_settings"]
+
+ENV_PREFIX = "STALWART_"
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecuritySettings(_Settings):
+    """Authentication settings."""
+
+    initial_user_password: str = Field(
+        default="",
+        description="Password of the built-in `admin` and `determined` users when they are "
+        "first created; empty means no password (Determined's default).",
+    )
+    session_hours: int = Field(default=7 * 24, ge=1, description="Lifetime of a login session.")
+
+
+class Limits(_Settings):
+    """Hard limits that turn oversized requests into clear 4xx errors instead of hangs."""
+
+    max_model_definition_bytes: int = Field(
+        default=96 * 1024 * 1024,
+        ge=1,
+        description="Largest model definition (sum of decoded file contents), as Determined's "
+        "client limit (about 95 MiB).",
+    )
+    max_request_bytes: int = Field(
+        default=160 * 1024 * 1024,
+        ge=1,
+        description="Largest request body of any kind (base64 inflates model definitions by 4/3).",
+    )
+    max_metrics_report_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1, description="Largest metrics report."
+    )
+    max_log_batch: int = Field(default=10_000, ge=1, description="Most log lines in one post.")
+
+
+def _default_home() -> Path:
+    return Path("~/.stalwart").expanduser()
+
+
+class MasterSettings(_Settings):
+    """Everything the master is configured with."""
+
+    host: str = Field(default="127.0.0.1", description="Address to listen on.")
+    port: int = Field(default=8080, ge=0, le=65535, description="Port to listen on.")
+    home: Path = Field(default_factory=_default_home, description="State directory.")
+    db: str | None = Field(
+        default=None,
+        description="Database URL: `sqlite:///path` or `postgresql://user@host/db`. Default: "
+        "SQLite at `<home>/master.db`.",
+    )
+    cluster_name: str = Field(default="stalwart", description="Shown by `det master info`.")
+    security: SecuritySettings = Field(default_factory=SecuritySettings, description="Auth.")
+    limits: Limits = Field(default_factory=Limits, description="Request size limits.")
+    checkpoint_storage: dict[str, Any] | None = Field(
+        default=None,
+        description="Checkpoint storage for experiments that set none (Determined's "
+        "`checkpoint_storage` master setting). Default: shared_fs under `<home>/checkpoints`.",
+    )
+    task_container_defaults: dict[str, Any] | None = Field(
+        default=None, description="Defaults merged under every experiment's config."
+    )
+    resource_pools: list[dict[str, Any]] = Field(
+        default_factory=list, description="Resource pools (name, task_container_defaults...)."
+    )
+
+    @property
+    def database_url(self) -> str:
+        """The database URL, with the SQLite default under ``home``."""
+        if self.db:
+            url = self.db
+            if url.startswith(("postgresql://", "postgres://")):
+                url = "postgresql+psycopg://" + url.split("://", 1)[1]
+            return url
+        return f"sqlite:///{self.home / 'master.db'}"
+
+    @property
+    def default_checkpoint_storage(self) -> dict[str, Any]:
+        """The master's checkpoint storage, defaulted."""
+        if self.checkpoint_storage:
+            return dict(self.checkpoint_storage)
+        return {"type": "shared_fs", "host_path": str(self.home / "checkpoints")}
+
+    def pool_task_container_defaults(self, pool: str) -> dict[str, Any] | None:
+        """The ``task_container_defaults`` of resource pool ``pool``, if it sets any."""
+        for entry in self.resource_pools:
+            if entry.get("pool_name") == pool:
+                tcd = entry.get("task_container_defaults")
+                return dict(tcd) if isinstance(tcd, Mapping) else None
+        return None
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == "STALWART_MASTER":
+            continue
+        parts = key[len(ENV_PREFIX) :].lower().split("__")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_update(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            base[key] = _deep_update(dict(base[key]), value)
+        else:
+            base[key] = value
+    return base
+
+
+def load_settings(
+    config_file: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> MasterSettings:
+    """Read the settings once; raise ConfigError listing every problem."""
+    data: dict[str, Any] = {}
+    source = str(config_file) if config_file else "master settings"
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(source, [f"not valid YAML: {exc}"]) from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(source, ["<config>: must be a mapping"])
+        data = loaded or {}
+    _deep_update(data, _from_env(os.environ if environ is None else environ))
+    _deep_update(data, {k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return MasterSettings.model_validate(data)
+    except ValidationError as exc:
+        problems = problems_from_error(exc, MasterSettings, data)
+        raise ConfigError(source, render_problems(problems)) from None

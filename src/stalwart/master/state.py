@@ -1,0 +1,72 @@
+"""The master's long-lived objects, built once by the app's lifespan and passed down."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from stalwart.master.db.engine import SessionFactory
+from stalwart.master.settings import MasterSettings
+from stalwart.master.transitions import EventBus
+
+__all__ = ["MasterState", "Notifier"]
+
+
+class Notifier:
+    """Wakes async waiters (log followers, preemption long-polls) when a key changes.
+
+    ``notify`` may be called from any thread; ``wait`` returns True when notified and False on
+    timeout. A notification before ``wait`` is not remembered: callers re-read state after
+    waking and before waiting again.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._lock = threading.Lock()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Attach to the server's event loop (done by the app's lifespan)."""
+        self._loop = loop
+
+    async def wait(self, key: str, timeout: float) -> bool:
+        event = asyncio.Event()
+        with self._lock:
+            self._waiters[key].add(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                self._waiters[key].discard(event)
+                if not self._waiters[key]:
+                    del self._waiters[key]
+
+    def notify(self, key: str) -> None:
+        with self._lock:
+            events = list(self._waiters.get(key, ()))
+        loop = self._loop
+        if not events or loop is None:
+            return
+        for event in events:
+            loop.call_soon_threadsafe(event.set)
+
+
+@dataclass
+class MasterState:
+    """Settings, database and in-process buses of one running master."""
+
+    settings: MasterSettings
+    engine: Engine
+    sessions: SessionFactory
+    bus: EventBus = field(default_factory=EventBus)
+    notifier: Notifier = field(default_factory=Notifier)
+    master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    cluster_id: str = ""
