@@ -14,7 +14,7 @@ from stalwart.master.db.engine import SessionFactory
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
 
-__all__ = ["MasterState", "Notifier"]
+__all__ = ["MasterState", "Notifier", "allocation_key", "task_logs_key"]
 
 
 class Notifier:
@@ -70,3 +70,13 @@ class MasterState:
     notifier: Notifier = field(default_factory=Notifier)
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
+
+
+def allocation_key(allocation_id: str) -> str:
+    """Notifier key of an allocation's signals (preemption set, rendezvous progress)."""
+    return f"allocation:{allocation_id}"
+
+
+def task_logs_key(task_id: str) -> str:
+    """Notifier key woken when a task gets new log lines or ends."""
+    return f"task-logs:{task_id}"

@@ -1,0 +1,118 @@
+"""Model definitions: the ``v1File`` list a client uploads, stored as one ``.tar.gz``.
+
+Contract of :func:`build_archive`: every entry is a regular file (type 48) or a directory (53)
+at a relative POSIX path inside the context (no absolute paths, no ``..``, no NUL); links and
+device files are refused, since they could point outside the context; the decoded contents add
+up to at most ``max_bytes``. Any violation raises before anything is stored.
+:func:`extract_archive` applies the same path rules when unpacking (tasks, downloads).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import posixpath
+import tarfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
+
+__all__ = ["archive_members", "build_archive", "extract_archive", "safe_member_path"]
+
+REGTYPE = ord(tarfile.REGTYPE)  # 48
+DIRTYPE = ord(tarfile.DIRTYPE)  # 53
+
+
+def safe_member_path(path: str) -> str:
+    """The normalized relative path, or InvalidArgumentError if it could leave the context."""
+    if not path or "\x00" in path or "\\" in path:
+        raise InvalidArgumentError(f"model definition: invalid file path {path!r}")
+    if path.startswith("/"):
+        raise InvalidArgumentError(f"model definition: absolute path {path!r} is not allowed")
+    norm = posixpath.normpath(path)
+    if norm == ".." or norm.startswith("../") or norm == ".":
+        raise InvalidArgumentError(
+            f"model definition: path {path!r} points outside the context directory"
+        )
+    return norm
+
+
+def _field(entry: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        if name in entry:
+            return entry[name]
+    return None
+
+
+def build_archive(files: Iterable[Mapping[str, Any]], *, max_bytes: int) -> bytes:
+    """A ``.tar.gz`` of the uploaded ``v1File`` entries (see the module contract)."""
+    buffer = io.BytesIO()
+    total = 0
+    seen: set[str] = set()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+        for entry in files:
+            path = safe_member_path(str(_field(entry, "path") or ""))
+            kind = int(_field(entry, "type") or REGTYPE)
+            if path in seen:
+                raise InvalidArgumentError(f"model definition: {path!r} is listed twice")
+            seen.add(path)
+            info = tarfile.TarInfo(path)
+            info.mode = int(_field(entry, "mode") or 0o644) & 0o7777
+            info.mtime = int(_field(entry, "mtime") or 0)
+            if kind == DIRTYPE:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                continue
+            if kind != REGTYPE:
+                raise InvalidArgumentError(
+                    f"model definition: {path!r} is not a regular file or directory "
+                    f"(type {kind}); links are not allowed, copy the file into the context"
+                )
+            try:
+                content = base64.b64decode(str(_field(entry, "content") or ""), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise InvalidArgumentError(
+                    f"model definition: {path!r} content is not valid base64"
+                ) from exc
+            total += len(content)
+            if total > max_bytes:
+                raise PayloadTooLargeError(
+                    f"model definition is over the limit of {max_bytes} bytes; exclude large "
+                    "files with a .detignore (or .stalwartignore) file"
+                )
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def archive_members(blob: bytes) -> list[tarfile.TarInfo]:
+    """The entries of a stored archive."""
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        return tar.getmembers()
+
+
+def extract_archive(blob: bytes, dest: Path) -> list[Path]:
+    """Unpack a model-definition archive into ``dest``; returns the files written.
+
+    Only regular files and directories at safe relative paths are extracted.
+    """
+    written: list[Path] = []
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            rel = safe_member_path(member.name)
+            target = dest / rel
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                target.write_bytes(source.read() if source else b"")
+                target.chmod(member.mode & 0o777 or 0o644)
+                written.append(target)
+            else:
+                raise InvalidArgumentError(f"model definition: {rel!r} is not a file")
+    return written
