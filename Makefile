@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest schema envs-check clean
+.PHONY: demo test lint typecheck pytest schema envs-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,8 @@ demo: $(STAMP)
 	$(BIN)/stalwart config show examples/core_api/adaptive.yaml
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -35,7 +35,13 @@ pytest: $(STAMP)
 envs-check: $(STAMP)
 	$(BIN)/stalwart envs check
 
+# pytest runs all of tests/, including tests/compat (the official `det` CLI; its venv is
+# cached in .cache/det-venv). CI=true turns a missing PostgreSQL or det venv into a failure.
 test: lint typecheck envs-check pytest
+
+# Not part of `make test`: see docs/benchmarks.md.
+bench: $(STAMP)
+	$(BIN)/python -m bench run
 
 schema: $(STAMP)
 	$(BIN)/python -m stalwart.config.schema --write

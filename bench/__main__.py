@@ -1,0 +1,67 @@
+"""``python -m bench run [--quick] [NAME...]`` and ``python -m bench list``.
+
+Exit status: 0 when every benchmark ran (and, with ``--check``, met its targets); 1 when
+``--check`` finds a missed target; 2 when a benchmark could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench import master_api
+from bench.common import BenchError, Measurement, Options
+
+__all__ = ["BENCHMARKS", "main"]
+
+BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
+    master_api.NAME: (
+        master_api.run,
+        "REST API on SQLite: GET/list latency with 10,000 experiments, metric ingest",
+    ),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the benchmarks")
+    run = sub.add_parser("run", help="run benchmarks (all when no NAME is given)")
+    run.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run")
+    run.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
+    run.add_argument("--clients", type=int, default=8, help="concurrent load clients (8)")
+    run.add_argument("--workdir", type=Path, help="keep the master's home here (kept)")
+    run.add_argument("--keep", action="store_true", help="keep the temporary work directory")
+    run.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        for name, (_, description) in BENCHMARKS.items():
+            print(f"{name:14} {description}")
+        return 0
+    unknown = [name for name in args.names if name not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; see `python -m bench list`")
+        return 2
+    if args.clients < 1:
+        print("--clients must be at least 1")
+        return 2
+    options = Options(quick=args.quick, clients=args.clients, workdir=args.workdir, keep=args.keep)
+    missed = False
+    for name in args.names or list(BENCHMARKS):
+        try:
+            measurements = BENCHMARKS[name][0](options)
+        except BenchError as exc:
+            print(f"{name}: could not run: {exc}", file=sys.stderr)
+            return 2
+        missed |= any(m.passed is False for m in measurements)
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
