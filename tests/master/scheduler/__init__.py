@@ -1,0 +1,1 @@
+"""Tests of the scheduler policies (pure functions over snapshots)."""
