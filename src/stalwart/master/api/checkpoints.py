@@ -1,9 +1,176 @@
-"""Routes: checkpoints (to be filled)."""
+"""Routes: checkpoints (report, describe, list, delete, patch, metadata; wire doc 4.3, 5.5)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import ValidationError
+
+from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master.api.models.checkpoints import (
+    CheckpointsResponse,
+    DeleteCheckpointsRequest,
+    GetCheckpointResponse,
+    PatchCheckpointsRequest,
+    PostCheckpointMetadataRequest,
+    ReportCheckpointRequest,
+    checkpoint_to_wire,
+)
+from stalwart.master.api.models.common import Empty, paginate
+from stalwart.master.db.tables import Experiment, Trial
+from stalwart.master.services import checkpoints as service
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(tags=["checkpoints"])
+
+StatesQuery = Annotated[list[str] | None, Query()]
+SortByQuery = Annotated[str | None, Query(alias="sortByAttr")]
+SortMetricQuery = Annotated[str | None, Query(alias="sortByMetric")]
+OrderByQuery = Annotated[str | None, Query(alias="orderBy")]
+
+
+@router.post("/checkpoints", response_model=Empty)
+def report_checkpoint(
+    body: ReportCheckpointRequest, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """A task reports a checkpoint it saved (idempotent on ``uuid``)."""
+    report = service.CheckpointReport(
+        uuid=body.uuid,
+        metadata=body.metadata or {},
+        resources=body.resources or {},
+        state=body.state,
+        task_id=body.task_id,
+        allocation_id=body.allocation_id,
+        report_time=body.report_time,
+        storage_id=body.storage_id,
+    )
+    service.report_checkpoint(session, report, caller_allocation_id=caller.allocation_id)
+    session.commit()
+    return Empty()
+
+
+@router.get("/checkpoints/{uuid}", response_model=GetCheckpointResponse)
+def get_checkpoint(uuid: str, _caller: CallerDep, session: SessionDep) -> GetCheckpointResponse:
+    """One checkpoint with its training facts (404 if unknown)."""
+    ckpt = service.get_checkpoint(session, uuid)
+    return GetCheckpointResponse(
+        checkpoint=checkpoint_to_wire(service.build_views(session, [ckpt])[0])
+    )
+
+
+async def _delete_body(request: Request) -> DeleteCheckpointsRequest:
+    """The DELETE body, read as JSON whatever its Content-Type (the official client sends
+    none, and only POST, PUT and PATCH bodies are relabelled by the wire middleware)."""
+    raw = await request.body()
+    try:
+        return DeleteCheckpointsRequest.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"invalid request: {exc.errors()[0]['msg']}") from exc
+
+
+@router.delete("/checkpoints", response_model=Empty)
+def delete_checkpoints(
+    body: Annotated[DeleteCheckpointsRequest, Depends(_delete_body)],
+    caller: CallerDep,
+    session: SessionDep,
+) -> Empty:
+    """Mark checkpoints DELETED. Their files stay in storage until the checkpoint-GC task
+    (a later issue) removes them."""
+    service.delete_checkpoints(
+        session, body.checkpoint_uuids, caller_allocation_id=caller.allocation_id
+    )
+    session.commit()
+    return Empty()
+
+
+@router.patch("/checkpoints", response_model=Empty)
+def patch_checkpoints(
+    body: PatchCheckpointsRequest, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """Record the files left after a (partial) deletion; ``Checkpoint.delete`` in the Core
+    API and checkpoint GC send it. An empty resources map means DELETED."""
+    for patch in body.checkpoints:
+        service.patch_checkpoint_resources(
+            session,
+            patch.uuid,
+            patch.resources.resources if patch.resources is not None else None,
+            caller_allocation_id=caller.allocation_id,
+        )
+    session.commit()
+    return Empty()
+
+
+@router.post("/checkpoints/{uuid}/metadata", response_model=GetCheckpointResponse)
+def post_checkpoint_metadata(
+    uuid: str, body: PostCheckpointMetadataRequest, caller: CallerDep, session: SessionDep
+) -> GetCheckpointResponse:
+    """Replace a checkpoint's metadata (the SDK's ``add_metadata`` / ``remove_metadata``)."""
+    ckpt = service.set_checkpoint_metadata(
+        session, uuid, body.checkpoint.metadata or {}, caller_allocation_id=caller.allocation_id
+    )
+    session.commit()
+    return GetCheckpointResponse(
+        checkpoint=checkpoint_to_wire(service.build_views(session, [ckpt])[0])
+    )
+
+
+def _page(views: list[service.CheckpointView], offset: int, limit: int) -> CheckpointsResponse:
+    start, end, pagination = paginate(len(views), offset, limit)
+    return CheckpointsResponse(
+        checkpoints=[checkpoint_to_wire(v) for v in views[start:end]], pagination=pagination
+    )
+
+
+@router.get("/experiments/{experiment_id}/checkpoints", response_model=CheckpointsResponse)
+def get_experiment_checkpoints(
+    experiment_id: int,
+    _caller: CallerDep,
+    session: SessionDep,
+    sort_by: SortByQuery = None,
+    sort_metric: SortMetricQuery = None,
+    order_by: OrderByQuery = None,
+    states: StatesQuery = None,
+    offset: int = 0,
+    limit: int = 0,
+) -> CheckpointsResponse:
+    """An experiment's checkpoints, filtered by ``states``, sorted and paginated."""
+    if session.get(Experiment, experiment_id) is None:
+        raise NotFoundError(f"experiment {experiment_id} not found")
+    views = service.sorted_checkpoints(
+        session,
+        experiment_id=experiment_id,
+        states=states or (),
+        sort_by=sort_by,
+        sort_metric=sort_metric,
+        order_by=order_by,
+    )
+    return _page(views, offset, limit)
+
+
+@router.get("/trials/{trial_id}/checkpoints", response_model=CheckpointsResponse)
+def get_trial_checkpoints(
+    trial_id: int,
+    _caller: CallerDep,
+    session: SessionDep,
+    sort_by: SortByQuery = None,
+    sort_metric: SortMetricQuery = None,
+    order_by: OrderByQuery = None,
+    states: StatesQuery = None,
+    offset: int = 0,
+    limit: int = 0,
+) -> CheckpointsResponse:
+    """A trial's checkpoints, filtered by ``states``, sorted and paginated."""
+    if session.get(Trial, trial_id) is None:
+        raise NotFoundError(f"trial {trial_id} not found")
+    views = service.sorted_checkpoints(
+        session,
+        trial_id=trial_id,
+        states=states or (),
+        sort_by=sort_by,
+        sort_metric=sort_metric,
+        order_by=order_by,
+    )
+    return _page(views, offset, limit)

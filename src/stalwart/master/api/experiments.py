@@ -1,18 +1,33 @@
-"""Routes: experiments."""
+"""Routes: experiments (create, list, get, state actions, archive, delete, model definition)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from stalwart.errors import InvalidArgumentError
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
+from stalwart.master.api.models.common import Empty, WireModel
 from stalwart.master.api.models.experiments import (
+    BestSearcherValidationMetricResponse,
     CreateExperimentRequest,
     CreateExperimentResponse,
+    ExperimentSortBy,
+    GetExperimentResponse,
+    GetExperimentsResponse,
+    JobSummary,
+    ModelDefResponse,
+    V1Experiment,
     experiment_to_wire,
 )
+from stalwart.master.api.models.trials import GetExperimentTrialsResponse, TrialSortBy
+from stalwart.master.api.models.users import OrderBy
+from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.db.tables import Project
+from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.trials import list_experiment_trials
 
 __all__ = ["router"]
 
@@ -52,3 +67,194 @@ def post_experiment(
         workspace_id=project.workspace_id if project else None,
     )
     return CreateExperimentResponse(experiment=wire, config=exp.config)
+
+
+def _json(model: WireModel) -> Response:
+    """A wire model as a JSON response, serialized once by pydantic (big experiment pages skip
+    FastAPI's re-validation of the response model)."""
+    return Response(model.model_dump_json(by_alias=True), media_type="application/json")
+
+
+def _wire(view: svc.ExperimentView) -> V1Experiment:
+    wire = experiment_to_wire(
+        view.experiment,
+        num_trials=view.num_trials,
+        username=view.username,
+        project_owner_id=view.project_owner_id,
+        project_name=view.project_name,
+        workspace_id=view.workspace_id,
+        workspace_name=view.workspace_name,
+        state=view.state,
+        display_name=view.display_name,
+        parent_archived=view.parent_archived,
+        checkpoint_count=view.checkpoint_count,
+        checkpoint_size=view.checkpoint_size,
+        trial_ids=view.trial_ids,
+        duration=view.duration,
+    )
+    wire.best_trial_id = view.best_trial_id
+    wire.best_trial_searcher_metric = view.best_trial_metric
+    return wire
+
+
+@router.get("/experiments", response_model=GetExperimentsResponse)
+def get_experiments(
+    _caller: CallerDep,
+    session: SessionDep,
+    archived: bool | None = None,
+    users: Annotated[list[str] | None, Query()] = None,
+    user_ids: Annotated[list[int] | None, Query(alias="userIds")] = None,
+    states: Annotated[list[str] | None, Query()] = None,
+    name: str | None = None,
+    description: str | None = None,
+    labels: Annotated[list[str] | None, Query()] = None,
+    project_id: Annotated[int | None, Query(alias="projectId")] = None,
+    id_gt: Annotated[int | None, Query(alias="experimentIdFilter.gt")] = None,
+    id_gte: Annotated[int | None, Query(alias="experimentIdFilter.gte")] = None,
+    id_lt: Annotated[int | None, Query(alias="experimentIdFilter.lt")] = None,
+    id_lte: Annotated[int | None, Query(alias="experimentIdFilter.lte")] = None,
+    id_in: Annotated[list[int] | None, Query(alias="experimentIdFilter.incl")] = None,
+    id_not_in: Annotated[list[int] | None, Query(alias="experimentIdFilter.notIn")] = None,
+    sort_by: Annotated[ExperimentSortBy, Query(alias="sortBy")] = ExperimentSortBy.UNSPECIFIED,
+    order_by: Annotated[OrderBy, Query(alias="orderBy")] = OrderBy.UNSPECIFIED,
+    show_trial_data: Annotated[bool, Query(alias="showTrialData")] = False,
+    offset: int = 0,
+    limit: int = 0,
+) -> Response:
+    """A page of experiments (Determined's filters; limit 0 means all, a negative offset counts
+    from the end)."""
+    filters = svc.ExperimentFilters(
+        archived=archived,
+        users=users or (),
+        user_ids=user_ids or (),
+        states=states or (),
+        name=name,
+        description=description,
+        labels=labels or (),
+        project_id=project_id,
+        id_gt=id_gt,
+        id_gte=id_gte,
+        id_lt=id_lt,
+        id_lte=id_lte,
+        id_in=id_in or (),
+        id_not_in=id_not_in or (),
+        sort_by=sort_by.value,
+        order_desc=order_by is OrderBy.DESC,
+        show_trial_data=show_trial_data,
+    )
+    page = svc.list_experiments(session, filters, offset=offset, limit=limit)
+    return _json(
+        GetExperimentsResponse(
+            experiments=[_wire(v) for v in page.items], pagination=page.pagination
+        )
+    )
+
+
+@router.get("/experiments/{experiment_id}", response_model=GetExperimentResponse)
+def get_experiment(experiment_id: int, _caller: CallerDep, session: SessionDep) -> Response:
+    """One experiment, its config, and its job summary while it is active."""
+    view = svc.experiment_view(session, experiment_id)
+    summary = None
+    if view.job_summary is not None:
+        summary = JobSummary(state=view.job_summary[0], jobs_ahead=view.job_summary[1])
+    return _json(
+        GetExperimentResponse(
+            experiment=_wire(view), config=view.experiment.config, job_summary=summary
+        )
+    )
+
+
+@router.post("/experiments/{experiment_id}/pause", response_model=Empty)
+def pause(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
+    """ACTIVE -> PAUSED; running trials are asked to checkpoint and exit."""
+    svc.deliver(state.notifier, svc.pause_experiment(session, experiment_id))
+    return Empty()
+
+
+@router.post("/experiments/{experiment_id}/activate", response_model=Empty)
+def activate(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
+    """PAUSED -> ACTIVE."""
+    svc.deliver(state.notifier, svc.activate_experiment(session, experiment_id))
+    return Empty()
+
+
+@router.post("/experiments/{experiment_id}/cancel", response_model=Empty)
+def cancel(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
+    """-> STOPPING_CANCELED (trials checkpoint and exit), CANCELED once nothing runs."""
+    svc.deliver(state.notifier, svc.cancel_experiment(session, experiment_id))
+    return Empty()
+
+
+@router.post("/experiments/{experiment_id}/kill", response_model=Empty)
+def kill(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
+    """-> STOPPING_KILLED (trials are killed), CANCELED once nothing runs."""
+    svc.deliver(state.notifier, svc.kill_experiment(session, experiment_id))
+    return Empty()
+
+
+@router.post("/experiments/{experiment_id}/archive", response_model=Empty)
+def archive(experiment_id: int, _caller: CallerDep, session: SessionDep) -> Empty:
+    """Archive a terminal experiment."""
+    svc.archive_experiment(session, experiment_id, True)
+    return Empty()
+
+
+@router.post("/experiments/{experiment_id}/unarchive", response_model=Empty)
+def unarchive(experiment_id: int, _caller: CallerDep, session: SessionDep) -> Empty:
+    """Unarchive an archived experiment."""
+    svc.archive_experiment(session, experiment_id, False)
+    return Empty()
+
+
+@router.delete("/experiments/{experiment_id}", response_model=Empty)
+def delete(experiment_id: int, caller: CallerDep, session: SessionDep) -> Empty:
+    """Delete a terminal experiment and everything recorded about it (owner or admin)."""
+    svc.delete_experiment(session, caller.user, experiment_id)
+    return Empty()
+
+
+@router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefResponse)
+def model_def(experiment_id: int, _caller: CallerDep, session: SessionDep) -> ModelDefResponse:
+    """The model definition as a base64 ``.tar.gz``."""
+    return ModelDefResponse(b64_tgz=svc.model_definition_b64(session, experiment_id))
+
+
+@router.get(
+    "/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
+    response_model=BestSearcherValidationMetricResponse,
+)
+def best_searcher_validation_metric(
+    experiment_id: int, _caller: CallerDep, session: SessionDep
+) -> BestSearcherValidationMetricResponse:
+    """The best searcher metric so far; 404 while there is none (the harness reads None)."""
+    return BestSearcherValidationMetricResponse(
+        metric=svc.best_searcher_metric(session, experiment_id)
+    )
+
+
+@router.get("/experiments/{experiment_id}/trials", response_model=GetExperimentTrialsResponse)
+def get_experiment_trials(
+    experiment_id: int,
+    _caller: CallerDep,
+    session: SessionDep,
+    states: Annotated[list[str] | None, Query()] = None,
+    sort_by: Annotated[TrialSortBy, Query(alias="sortBy")] = TrialSortBy.UNSPECIFIED,
+    order_by: Annotated[OrderBy, Query(alias="orderBy")] = OrderBy.UNSPECIFIED,
+    offset: int = 0,
+    limit: int = 0,
+) -> Response:
+    """A page of the experiment's trials."""
+    page = list_experiment_trials(
+        session,
+        experiment_id,
+        states=states or (),
+        sort_by=sort_by.value,
+        order_desc=order_by is OrderBy.DESC,
+        offset=offset,
+        limit=limit,
+    )
+    return _json(
+        GetExperimentTrialsResponse(
+            trials=[trial_to_wire(v) for v in page.items], pagination=page.pagination
+        )
+    )

@@ -1,9 +1,305 @@
-"""Routes: logs (to be filled)."""
+"""Routes: posting task logs, and streaming trial / task logs and their fields (wire doc 1.6,
+4.4, 5.1).
+
+Streams are HTTP/1.1 chunked NDJSON: one ``{"result": ...}`` object per line and one chunk
+(flush) per line, never a blank line; an error after the stream started is one
+``{"error": ...}`` line. Each streaming route validates its request with the request's session,
+closes that session, and then reads the database in pages from worker threads, so a follower
+holds no connection while it waits.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from functools import partial
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+
+from stalwart.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    PayloadTooLargeError,
+    StalwartError,
+)
+from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
+from stalwart.master.api.errors import status_of
+from stalwart.master.api.models.common import Empty, WireModel
+from stalwart.master.api.models.logs import (
+    PostTaskLogsRequest,
+    TaskLogsFieldsResponse,
+    TrialLogsFieldsResponse,
+    result_line,
+    stream_error_line,
+    task_log_to_wire,
+    trial_log_to_wire,
+)
+from stalwart.master.db.tables import Task, Trial
+from stalwart.master.services import logs as service
+from stalwart.master.state import MasterState, task_logs_key
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(tags=["logs"])
+
+T = TypeVar("T")
+
+StrList = Annotated[list[str] | None, Query()]
+
+
+@router.post("/task/logs", response_model=Empty)
+def post_task_logs(
+    body: PostTaskLogsRequest, caller: CallerDep, session: SessionDep, state: StateDep
+) -> Empty:
+    """Store a batch of lines (``ship_logs.py``); over ``limits.max_log_batch`` lines is 413."""
+    limit = state.settings.limits.max_log_batch
+    if len(body.logs) > limit:
+        raise PayloadTooLargeError(
+            f"{len(body.logs)} log lines in one request is over the limit of {limit} "
+            "(limits.max_log_batch)"
+        )
+    task_ids = service.ingest_logs(
+        session,
+        [entry.to_new_log() for entry in body.logs],
+        caller_allocation_id=caller.allocation_id,
+    )
+    session.commit()
+    for task_id in task_ids:
+        state.notifier.notify(task_logs_key(task_id))
+    return Empty()
+
+
+def _filter(
+    *,
+    allocation_ids: list[str] | None = None,
+    agent_ids: list[str] | None,
+    container_ids: list[str] | None,
+    rank_ids: list[int] | None,
+    sources: list[str] | None,
+    stdtypes: list[str] | None,
+    levels: list[str] | None,
+    timestamp_before: str | None,
+    timestamp_after: str | None,
+    search_text: str | None,
+) -> service.LogFilter:
+    return service.LogFilter(
+        allocation_ids=allocation_ids or (),
+        agent_ids=agent_ids or (),
+        container_ids=container_ids or (),
+        rank_ids=rank_ids or (),
+        sources=sources or (),
+        stdtypes=stdtypes or (),
+        levels=[service.normalize_level(level) for level in levels or ()],
+        timestamp_before=service.parse_timestamp(timestamp_before, what="timestampBefore"),
+        timestamp_after=service.parse_timestamp(timestamp_after, what="timestampAfter"),
+        search_text=search_text or "",
+    )
+
+
+def _check_paging(limit: int, follow: bool, order_by: str | None, enable_regex: bool) -> bool:
+    if limit < 0:
+        raise InvalidArgumentError("limit must not be negative")
+    if follow and limit > 0:
+        raise InvalidArgumentError("give either limit or follow, not both")
+    if enable_regex:
+        raise InvalidArgumentError("enableRegex is not supported; searchText matches substrings")
+    if order_by not in (None, "", "ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise InvalidArgumentError(f"unsupported orderBy {order_by}")
+    return order_by == "ORDER_BY_DESC"
+
+
+async def _ndjson(
+    items: AsyncGenerator[T, None], render: Callable[[T], WireModel]
+) -> AsyncIterator[bytes]:
+    async with aclosing(items) as stream:
+        try:
+            async for item in stream:
+                yield result_line(render(item))
+        except StalwartError as exc:
+            http, grpc, _ = status_of(exc)
+            yield stream_error_line(http, grpc, str(exc))
+        except Exception as exc:  # the stream has started: report in-band, then end
+            yield stream_error_line(500, 13, f"internal error: {exc}")
+
+
+def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(body, media_type="application/json")
+
+
+def _trial_task(session: Session, trial_id: int) -> str:
+    trial = session.get(Trial, trial_id)
+    if trial is None:
+        raise NotFoundError(f"trial {trial_id} not found")
+    return trial.task_id
+
+
+def _task_exists(session: Session, task_id: str) -> None:
+    if session.get(Task, task_id) is None:
+        raise NotFoundError(f"task {task_id} not found")
+
+
+def _logs_response(
+    state: MasterState,
+    task_id: str,
+    flt: service.LogFilter,
+    *,
+    limit: int,
+    descending: bool,
+    follow: bool,
+    is_terminal: Callable[[Session], bool],
+    render: Callable[[service.LogRecord], WireModel],
+) -> StreamingResponse:
+    records = service.stream_logs(
+        state.sessions,
+        state.notifier,
+        task_id,
+        flt,
+        is_terminal=is_terminal,
+        limit=limit,
+        descending=descending,
+        follow=follow,
+    )
+    return _stream(_ndjson(records, render))
+
+
+@router.get("/trials/{trial_id}/logs")
+def trial_logs(
+    trial_id: int,
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    follow: bool = False,
+    limit: int = 0,
+    order_by: Annotated[str | None, Query(alias="orderBy")] = None,
+    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
+    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
+    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
+    sources: StrList = None,
+    stdtypes: StrList = None,
+    levels: StrList = None,
+    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
+    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
+    search_text: Annotated[str | None, Query(alias="searchText")] = None,
+    enable_regex: Annotated[bool, Query(alias="enableRegex")] = False,
+) -> StreamingResponse:
+    """Stream a trial's logs (``det trial logs``): head (``limit``), tail (``limit`` +
+    ``orderBy=ORDER_BY_DESC``: newest first), filters, and ``follow`` until the trial ends."""
+    descending = _check_paging(limit, follow, order_by, enable_regex)
+    flt = _filter(
+        agent_ids=agent_ids,
+        container_ids=container_ids,
+        rank_ids=rank_ids,
+        sources=sources,
+        stdtypes=stdtypes,
+        levels=levels,
+        timestamp_before=timestamp_before,
+        timestamp_after=timestamp_after,
+        search_text=search_text,
+    )
+    try:
+        task_id = _trial_task(session, trial_id)
+    finally:
+        session.close()
+    return _logs_response(
+        state,
+        task_id,
+        flt,
+        limit=limit,
+        descending=descending,
+        follow=follow,
+        is_terminal=partial(service.trial_terminal, trial_id=trial_id),
+        render=partial(trial_log_to_wire, trial_id=trial_id),
+    )
+
+
+@router.get("/tasks/{task_id}/logs")
+def task_logs(
+    task_id: str,
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    follow: bool = False,
+    limit: int = 0,
+    order_by: Annotated[str | None, Query(alias="orderBy")] = None,
+    allocation_ids: Annotated[list[str] | None, Query(alias="allocationIds")] = None,
+    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
+    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
+    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
+    sources: StrList = None,
+    stdtypes: StrList = None,
+    levels: StrList = None,
+    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
+    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
+    search_text: Annotated[str | None, Query(alias="searchText")] = None,
+    enable_regex: Annotated[bool, Query(alias="enableRegex")] = False,
+) -> StreamingResponse:
+    """Stream a task's logs (``det task logs``), as for trials plus ``allocationIds``."""
+    descending = _check_paging(limit, follow, order_by, enable_regex)
+    flt = _filter(
+        allocation_ids=allocation_ids,
+        agent_ids=agent_ids,
+        container_ids=container_ids,
+        rank_ids=rank_ids,
+        sources=sources,
+        stdtypes=stdtypes,
+        levels=levels,
+        timestamp_before=timestamp_before,
+        timestamp_after=timestamp_after,
+        search_text=search_text,
+    )
+    try:
+        _task_exists(session, task_id)
+    finally:
+        session.close()
+    return _logs_response(
+        state,
+        task_id,
+        flt,
+        limit=limit,
+        descending=descending,
+        follow=follow,
+        is_terminal=partial(service.task_terminal, task_id=task_id),
+        render=task_log_to_wire,
+    )
+
+
+@router.get("/trials/{trial_id}/logs/fields")
+def trial_logs_fields(
+    trial_id: int, _caller: CallerDep, session: SessionDep, state: StateDep, follow: bool = False
+) -> StreamingResponse:
+    """Stream the distinct agent, container, rank, stdtype and source values of a trial's
+    logs; with ``follow``, again whenever they change, until the trial ends."""
+    try:
+        task_id = _trial_task(session, trial_id)
+    finally:
+        session.close()
+    fields = service.stream_fields(
+        state.sessions,
+        state.notifier,
+        task_id,
+        is_terminal=partial(service.trial_terminal, trial_id=trial_id),
+        follow=follow,
+    )
+    return _stream(_ndjson(fields, TrialLogsFieldsResponse.model_validate))
+
+
+@router.get("/tasks/{task_id}/logs/fields")
+def task_logs_fields(
+    task_id: str, _caller: CallerDep, session: SessionDep, state: StateDep, follow: bool = False
+) -> StreamingResponse:
+    """As the trial variant, plus the distinct allocation ids."""
+    try:
+        _task_exists(session, task_id)
+    finally:
+        session.close()
+    fields = service.stream_fields(
+        state.sessions,
+        state.notifier,
+        task_id,
+        is_terminal=partial(service.task_terminal, task_id=task_id),
+        follow=follow,
+    )
+    return _stream(_ndjson(fields, TaskLogsFieldsResponse.model_validate))

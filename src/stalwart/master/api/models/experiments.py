@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
 
-from stalwart.master.api.models.common import WireModel, WireRequest, wire_time
+from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
 from stalwart.master.db.tables import Experiment
 
 __all__ = [
+    "BestSearcherValidationMetricResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
+    "ExperimentSortBy",
+    "GetExperimentResponse",
+    "GetExperimentsResponse",
+    "JobSummary",
+    "ModelDefResponse",
     "V1Experiment",
     "V1File",
     "experiment_to_wire",
@@ -60,12 +67,17 @@ class V1Experiment(WireModel):
     start_time: str = Field(description="Creation time (RFC 3339).")
     username: str = Field(description="Owner's username.")
     user_id: int | None = Field(default=None, description="Owner's id.")
+    display_name: str | None = Field(default=None, description="Owner's display name.")
     description: str | None = Field(default=None, description="Description.")
     labels: list[str] = Field(default_factory=list, description="Labels.")
     end_time: str | None = Field(default=None, description="When it ended.")
+    duration: int | None = Field(default=None, description="Seconds from start to end (or now).")
     progress: float | None = Field(default=None, description="0 to 1, or null if unknown.")
     resource_pool: str = Field(default="default", description="Resource pool.")
     forked_from: int | None = Field(default=None, description="Parent experiment.")
+    trial_ids: list[int] | None = Field(
+        default=None, description="Ids of its trials (only when one experiment is asked for)."
+    )
     workspace_id: int | None = Field(default=None, description="Workspace id.")
     workspace_name: str | None = Field(default=None, description="Workspace name.")
     project_name: str | None = Field(default=None, description="Project name.")
@@ -76,6 +88,13 @@ class V1Experiment(WireModel):
     unmanaged: bool = Field(default=False, description="Always false.")
     checkpoint_size: str = Field(default="0", description="Bytes of checkpoints (int64).")
     checkpoint_count: int = Field(default=0, description="Number of checkpoints.")
+    best_trial_id: int | None = Field(default=None, description="Trial with the best metric.")
+    best_trial_searcher_metric: float | None = Field(
+        default=None, description="The best searcher metric value of its trials."
+    )
+    model_definition_size: int | None = Field(
+        default=None, description="Bytes of the stored model definition archive."
+    )
 
 
 def experiment_to_wire(
@@ -87,15 +106,27 @@ def experiment_to_wire(
     project_name: str | None = None,
     workspace_id: int | None = None,
     workspace_name: str | None = None,
+    state: str | None = None,
+    display_name: str | None = None,
+    parent_archived: bool = False,
+    checkpoint_count: int = 0,
+    checkpoint_size: int = 0,
+    trial_ids: list[int] | None = None,
+    duration: int | None = None,
 ) -> V1Experiment:
-    """The wire form of an experiment row."""
-    searcher = exp.config.get("searcher", {}) if isinstance(exp.config, dict) else {}
+    """The wire form of an experiment row.
+
+    ``state`` overrides the stored state (the list and get endpoints report an ACTIVE
+    experiment as QUEUED, PULLING, STARTING or RUNNING, as Determined does).
+    """
+    config = exp.config if isinstance(exp.config, dict) else {}
+    searcher = config.get("searcher") or {}
     return V1Experiment(
         id=exp.id,
         name=exp.name,
-        state=f"STATE_{exp.state}",
+        state=f"STATE_{state or exp.state}",
         archived=exp.archived,
-        config=exp.config,
+        config=config,
         job_id=exp.job_id,
         num_trials=num_trials,
         original_config=exp.original_config,
@@ -105,17 +136,23 @@ def experiment_to_wire(
         start_time=wire_time(exp.start_time) or "",
         username=username,
         user_id=exp.owner_id,
+        display_name=display_name,
         description=exp.description,
         labels=[str(label) for label in exp.labels or []],
         end_time=wire_time(exp.end_time),
+        duration=duration,
         progress=exp.progress,
         resource_pool=exp.resource_pool,
         forked_from=exp.parent_id,
+        trial_ids=trial_ids,
         workspace_id=workspace_id,
         workspace_name=workspace_name,
         project_name=project_name,
+        parent_archived=parent_archived,
         searcher_metric=searcher.get("metric"),
-        hyperparameters=exp.config.get("hyperparameters"),
+        hyperparameters=config.get("hyperparameters"),
+        checkpoint_size=str(checkpoint_size),
+        checkpoint_count=checkpoint_count,
     )
 
 
@@ -125,3 +162,60 @@ class CreateExperimentResponse(WireModel):
     warnings: list[str] = Field(
         default_factory=list, description="Only LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED."
     )
+
+
+class ExperimentSortBy(StrEnum):
+    """``v1GetExperimentsRequestSortBy``."""
+
+    UNSPECIFIED = "SORT_BY_UNSPECIFIED"
+    ID = "SORT_BY_ID"
+    DESCRIPTION = "SORT_BY_DESCRIPTION"
+    START_TIME = "SORT_BY_START_TIME"
+    END_TIME = "SORT_BY_END_TIME"
+    STATE = "SORT_BY_STATE"
+    NUM_TRIALS = "SORT_BY_NUM_TRIALS"
+    PROGRESS = "SORT_BY_PROGRESS"
+    USER = "SORT_BY_USER"
+    NAME = "SORT_BY_NAME"
+    FORKED_FROM = "SORT_BY_FORKED_FROM"
+    RESOURCE_POOL = "SORT_BY_RESOURCE_POOL"
+    PROJECT_ID = "SORT_BY_PROJECT_ID"
+    CHECKPOINT_SIZE = "SORT_BY_CHECKPOINT_SIZE"
+    CHECKPOINT_COUNT = "SORT_BY_CHECKPOINT_COUNT"
+    SEARCHER_METRIC_VAL = "SORT_BY_SEARCHER_METRIC_VAL"
+
+
+class GetExperimentsResponse(WireModel):
+    """``v1GetExperimentsResponse``: REQUIRED experiments and pagination."""
+
+    experiments: list[V1Experiment] = Field(description="One page of experiments.")
+    pagination: Pagination = Field(description="Where this page is.")
+
+
+class JobSummary(WireModel):
+    """``v1JobSummary``: REQUIRED state (jobv1State) and jobsAhead."""
+
+    state: str = Field(description="STATE_QUEUED or STATE_SCHEDULED.")
+    jobs_ahead: int = Field(description="Jobs ahead of this one in its pool's queue.")
+
+
+class GetExperimentResponse(WireModel):
+    """``v1GetExperimentResponse``: REQUIRED experiment; config and jobSummary optional."""
+
+    experiment: V1Experiment = Field(description="The experiment.")
+    config: dict[str, Any] | None = Field(default=None, description="Its fully defaulted config.")
+    job_summary: JobSummary | None = Field(
+        default=None, description="Queue position; only while the experiment is active."
+    )
+
+
+class ModelDefResponse(WireModel):
+    """``v1GetModelDefResponse``: the model definition as a base64 ``.tar.gz``."""
+
+    b64_tgz: str = Field(description="Base64 of the archive; empty when there is none.")
+
+
+class BestSearcherValidationMetricResponse(WireModel):
+    """``v1GetBestSearcherValidationMetricResponse``."""
+
+    metric: float = Field(description="The best searcher metric value of the experiment.")

@@ -1,0 +1,436 @@
+"""Wire models of the cluster view: agents, slots, tasks and allocations (wire doc 4.5, 5.4).
+
+REQUIRED keys (the official client indexes them): ``v1Agent.id`` and ``slotStats`` (with
+``typeStats`` and ``brandStats``); ``v1Container.id`` and ``state``; ``v1Task.taskId``,
+``taskType``, ``allocations``, ``startTime``; ``v1Allocation.taskId``, ``state``,
+``allocationId``, ``slots``; ``v1RendezvousInfo.addresses``, ``rank``, ``slots``;
+``b64Tgz``; ``acceleratorData``. ``slots`` and ``containers`` of an agent are maps, not lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
+from stalwart.master.db.tables import Agent, Allocation, Slot, Task
+from stalwart.master.services.allocations import container_id
+
+__all__ = [
+    "AcceleratorData",
+    "AllGatherRequest",
+    "AllGatherResponse",
+    "AllocationSummary",
+    "DeviceStats",
+    "DisableRequest",
+    "GetAgentResponse",
+    "GetAgentsResponse",
+    "GetSlotResponse",
+    "GetSlotsResponse",
+    "GetTaskAcceleratorDataResponse",
+    "GetTaskContextDirectoryResponse",
+    "GetTaskResponse",
+    "GetTasksResponse",
+    "NotifyContainerRunningRequest",
+    "PostAcceleratorDataRequest",
+    "PreemptionSignalResponse",
+    "RendezvousInfoResponse",
+    "ResourcesSummary",
+    "SlotStats",
+    "V1Agent",
+    "V1Allocation",
+    "V1Container",
+    "V1Device",
+    "V1RendezvousInfo",
+    "V1Slot",
+    "V1Task",
+    "agent_to_wire",
+    "allocation_summary",
+    "allocation_to_wire",
+    "container_state",
+    "slot_to_wire",
+    "task_to_wire",
+]
+
+_DEVICE_TYPE = {"cpu": "TYPE_CPU", "cuda": "TYPE_CUDA", "rocm": "TYPE_ROCM"}
+_CONTAINER_STATE = {
+    "PENDING": "STATE_ASSIGNED",
+    "WAITING": "STATE_ASSIGNED",
+    "ASSIGNED": "STATE_ASSIGNED",
+    "PULLING": "STATE_PULLING",
+    "STARTING": "STATE_STARTING",
+    "RUNNING": "STATE_RUNNING",
+    "TERMINATING": "STATE_RUNNING",
+    "TERMINATED": "STATE_TERMINATED",
+}
+_TASK_STATE = {
+    "PENDING": "STATE_QUEUED",
+    "ASSIGNED": "STATE_QUEUED",
+    "WAITING": "STATE_WAITING",
+    "PULLING": "STATE_PULLING",
+    "STARTING": "STATE_STARTING",
+    "RUNNING": "STATE_RUNNING",
+    "TERMINATING": "STATE_TERMINATING",
+    "TERMINATED": "STATE_TERMINATED",
+}
+RESOURCES_TYPE = "docker-container"
+"""What ``DET_RESOURCES_TYPE`` says for agent-run containers (rendezvous via the master)."""
+
+
+def container_state(allocation_state: str) -> str:
+    """``containerv1State`` of a container of an allocation in ``allocation_state``."""
+    return _CONTAINER_STATE.get(allocation_state, "STATE_UNSPECIFIED")
+
+
+# --- agents and slots ---------------------------------------------------------------------------
+
+
+class V1Device(WireModel):
+    """``v1Device``."""
+
+    id: int | None = Field(default=None, description="Device index on its agent.")
+    brand: str | None = Field(default=None, description="Device brand (e.g. the GPU model).")
+    uuid: str | None = Field(default=None, description="Device UUID.")
+    type: str | None = Field(default=None, description="TYPE_CPU, TYPE_CUDA or TYPE_ROCM.")
+
+
+class V1Container(WireModel):
+    """``v1Container``: REQUIRED id and state."""
+
+    id: str = Field(description="Container (resources) id.")
+    state: str = Field(description="containerv1State, e.g. STATE_RUNNING.")
+    parent: str | None = Field(default=None, description="The agent.")
+    devices: list[V1Device] = Field(default_factory=list, description="Devices it holds.")
+    permission_denied: bool = Field(default=False, description="Always false (no RBAC).")
+
+
+class V1Slot(WireModel):
+    """``v1Slot`` (all optional); ``container`` is null when the slot is free."""
+
+    id: str | None = Field(default=None, description="Slot id.")
+    device: V1Device | None = Field(default=None, description="The device.")
+    enabled: bool | None = Field(default=None, description="Whether it may be scheduled.")
+    draining: bool | None = Field(default=None, description="Disabled, letting work finish.")
+    container: V1Container | None = Field(default=None, description="Its container, if any.")
+
+
+class DeviceStats(WireModel):
+    """``v1DeviceStats``: REQUIRED total, disabled, draining."""
+
+    total: int = Field(default=0, description="Slots of this kind.")
+    disabled: int = Field(default=0, description="Disabled slots.")
+    draining: int = Field(default=0, description="Draining slots.")
+    states: dict[str, int] = Field(default_factory=dict, description="Containers by state.")
+
+
+class SlotStats(WireModel):
+    """``v1SlotStats``: REQUIRED typeStats and brandStats (maps, possibly empty)."""
+
+    type_stats: dict[str, DeviceStats] = Field(default_factory=dict, description="By type.")
+    brand_stats: dict[str, DeviceStats] = Field(default_factory=dict, description="By brand.")
+
+
+class V1Agent(WireModel):
+    """``v1Agent``: REQUIRED id and slotStats."""
+
+    id: str = Field(description="Agent id.")
+    slot_stats: SlotStats = Field(description="Slot counts by device type and brand.")
+    registered_time: str | None = Field(default=None, description="When it registered.")
+    slots: dict[str, V1Slot] | None = Field(default=None, description="Slots by slot id.")
+    containers: dict[str, V1Container] | None = Field(default=None, description="Containers by id.")
+    resource_pools: list[str] = Field(default_factory=list, description="Its resource pool.")
+    addresses: list[str] = Field(default_factory=list, description="Its addresses.")
+    enabled: bool = Field(default=True, description="Whether it may be scheduled.")
+    draining: bool = Field(default=False, description="Disabled, letting work finish.")
+    version: str = Field(default="", description="Agent version.")
+
+
+class GetAgentsResponse(WireModel):
+    agents: list[V1Agent] = Field(default_factory=list, description="The agents.")
+    pagination: Pagination = Field(default_factory=Pagination, description="Pagination.")
+
+
+class GetAgentResponse(WireModel):
+    agent: V1Agent = Field(description="The agent.")
+
+
+class GetSlotsResponse(WireModel):
+    slots: list[V1Slot] = Field(default_factory=list, description="The agent's slots.")
+
+
+class GetSlotResponse(WireModel):
+    slot: V1Slot = Field(description="The slot.")
+
+
+class DisableRequest(WireRequest):
+    """Body of ``agents/{id}/disable`` and ``agents/{id}/slots/{slot}/disable``."""
+
+    agent_id: str | None = Field(default=None, description="Repeats the path.")
+    slot_id: str | None = Field(default=None, description="Repeats the path (slots).")
+    drain: bool | None = Field(default=None, description="Let running work finish.")
+
+
+def _device(slot: Slot) -> V1Device:
+    return V1Device(
+        id=slot.device_index,
+        brand=slot.device_brand,
+        uuid=slot.device_uuid,
+        type=_DEVICE_TYPE.get(slot.device_type, "TYPE_UNSPECIFIED"),
+    )
+
+
+def slot_to_wire(slot: Slot, allocation_states: Mapping[str, str]) -> V1Slot:
+    """The wire form of a slot; ``allocation_states`` maps allocation ids to their states."""
+    container = None
+    if slot.allocation_id is not None:
+        container = V1Container(
+            id=container_id(slot.allocation_id),
+            state=container_state(allocation_states.get(slot.allocation_id, "ASSIGNED")),
+            parent=slot.agent_id,
+            devices=[_device(slot)],
+        )
+    return V1Slot(
+        id=slot.slot_id,
+        device=_device(slot),
+        enabled=slot.enabled,
+        draining=slot.draining,
+        container=container,
+    )
+
+
+def _stats(slots: Sequence[V1Slot]) -> SlotStats:
+    stats = SlotStats()
+    for slot in slots:
+        device = slot.device or V1Device()
+        for table, key in (
+            (stats.type_stats, device.type or "TYPE_UNSPECIFIED"),
+            (stats.brand_stats, device.brand or ""),
+        ):
+            entry = table.setdefault(key, DeviceStats())
+            entry.total += 1
+            entry.disabled += 0 if slot.enabled else 1
+            entry.draining += 1 if slot.draining else 0
+            if slot.container is not None:
+                state = slot.container.state
+                entry.states[state] = entry.states.get(state, 0) + 1
+    return stats
+
+
+def agent_to_wire(
+    agent: Agent,
+    slots: Sequence[Slot],
+    allocation_states: Mapping[str, str],
+    *,
+    exclude_slots: bool = False,
+    exclude_containers: bool = False,
+) -> V1Agent:
+    """The wire form of an agent and its slots."""
+    wire_slots = [slot_to_wire(s, allocation_states) for s in slots]
+    containers: dict[str, V1Container] = {}
+    for slot in wire_slots:
+        if slot.container is None:
+            continue
+        held = containers.get(slot.container.id)
+        if held is None:
+            containers[slot.container.id] = slot.container.model_copy(deep=True)
+        else:
+            held.devices.extend(slot.container.devices)
+    return V1Agent(
+        id=agent.id,
+        slot_stats=_stats(wire_slots),
+        registered_time=wire_time(agent.registered_time),
+        slots=None if exclude_slots else {s.id or "": s for s in wire_slots},
+        containers=None if exclude_containers else containers,
+        resource_pools=[agent.resource_pool],
+        addresses=[str(a) for a in agent.addresses or []],
+        enabled=agent.enabled,
+        draining=agent.draining,
+        version=agent.version,
+    )
+
+
+# --- tasks and allocations ----------------------------------------------------------------------
+
+
+class DeviceList(WireModel):
+    """``ResourcesSummaryDevices``."""
+
+    devices: list[V1Device] = Field(default_factory=list, description="Devices on one agent.")
+
+
+class ResourcesSummary(WireModel):
+    """``v1ResourcesSummary``: one container of an allocation."""
+
+    resources_id: str = Field(description="Resources (container) id.")
+    resources_type: str = Field(default=RESOURCES_TYPE, description="How it is run.")
+    allocation_id: str = Field(description="Its allocation.")
+    agent_devices: dict[str, DeviceList] = Field(
+        default_factory=dict, description="Devices by agent id."
+    )
+    container_id: str = Field(description="Container id (the slot list joins on it).")
+
+
+class AllocationSummary(WireModel):
+    """``v1AllocationSummary`` (every field optional on the wire)."""
+
+    task_id: str = Field(description="Task id.")
+    allocation_id: str = Field(description="Allocation id.")
+    name: str = Field(description="Task name.")
+    registered_time: str | None = Field(default=None, description="When it was requested.")
+    resource_pool: str = Field(description="Resource pool.")
+    slots_needed: int = Field(description="Slots it asked for.")
+    resources: list[ResourcesSummary] | None = Field(
+        default=None, description="Its containers; null while unassigned."
+    )
+    scheduler_type: str = Field(default="priority", description="Scheduler.")
+    priority: int | None = Field(default=None, description="Scheduling priority.")
+    proxy_ports: list[Any] = Field(default_factory=list, description="No proxied ports.")
+
+
+class GetTasksResponse(WireModel):
+    allocation_id_to_summary: dict[str, AllocationSummary] = Field(
+        default_factory=dict, description="Live allocations by id."
+    )
+
+
+def allocation_summary(
+    allocation: Allocation, task: Task | None, slots: Sequence[Slot], priority: int | None
+) -> AllocationSummary:
+    """The ``/api/v1/tasks`` entry of a live allocation and the slots it holds."""
+    resources = None
+    if slots:
+        by_agent: dict[str, DeviceList] = {}
+        for slot in slots:
+            by_agent.setdefault(slot.agent_id, DeviceList()).devices.append(_device(slot))
+        cid = container_id(allocation.id)
+        resources = [
+            ResourcesSummary(
+                resources_id=cid,
+                allocation_id=allocation.id,
+                agent_devices=by_agent,
+                container_id=cid,
+            )
+        ]
+    return AllocationSummary(
+        task_id=allocation.task_id,
+        allocation_id=allocation.id,
+        name=(task.name if task is not None and task.name else allocation.task_id),
+        registered_time=wire_time(allocation.start_time),
+        resource_pool=allocation.resource_pool,
+        slots_needed=allocation.slots,
+        resources=resources,
+        priority=priority,
+    )
+
+
+class V1Allocation(WireModel):
+    """``v1Allocation``: REQUIRED taskId, state, allocationId, slots."""
+
+    task_id: str = Field(description="Task id.")
+    state: str = Field(description="taskv1State, e.g. STATE_RUNNING.")
+    allocation_id: str = Field(description="Allocation id.")
+    slots: int = Field(description="Slots.")
+    is_ready: bool | None = Field(default=None, description="Running and ready.")
+    start_time: str | None = Field(default=None, description="Start (RFC 3339).")
+    end_time: str | None = Field(default=None, description="End (RFC 3339).")
+    exit_reason: str | None = Field(default=None, description="Why it ended.")
+    status_code: int | None = Field(default=None, description="Exit code.")
+
+
+class V1Task(WireModel):
+    """``v1Task``: REQUIRED taskId, taskType, allocations, startTime."""
+
+    task_id: str = Field(description="Task id.")
+    task_type: str = Field(description="v1TaskType, e.g. TASK_TYPE_TRIAL.")
+    allocations: list[V1Allocation] = Field(default_factory=list, description="Its runs.")
+    start_time: str = Field(description="Creation time (RFC 3339).")
+    end_time: str | None = Field(default=None, description="End (RFC 3339).")
+
+
+class GetTaskResponse(WireModel):
+    task: V1Task = Field(description="The task.")
+
+
+def allocation_to_wire(allocation: Allocation) -> V1Allocation:
+    """The wire form of an allocation row."""
+    return V1Allocation(
+        task_id=allocation.task_id,
+        state=_TASK_STATE.get(allocation.state, "STATE_UNSPECIFIED"),
+        allocation_id=allocation.id,
+        slots=allocation.slots,
+        is_ready=allocation.state == "RUNNING",
+        start_time=wire_time(allocation.start_time),
+        end_time=wire_time(allocation.end_time),
+        exit_reason=allocation.exit_reason,
+        status_code=allocation.exit_code,
+    )
+
+
+def task_to_wire(task: Task, allocations: Sequence[Allocation]) -> V1Task:
+    """The wire form of a task and its allocations."""
+    return V1Task(
+        task_id=task.task_id,
+        task_type=f"TASK_TYPE_{task.task_type}",
+        allocations=[allocation_to_wire(a) for a in allocations],
+        start_time=wire_time(task.start_time) or "",
+        end_time=wire_time(task.end_time),
+    )
+
+
+class GetTaskContextDirectoryResponse(WireModel):
+    b64_tgz: str = Field(description="Base64 of the model definition .tar.gz; '' when none.")
+
+
+class AcceleratorData(WireRequest):
+    """``v1AcceleratorData`` (in and out)."""
+
+    container_id: str | None = Field(default=None, description="Container id.")
+    allocation_id: str | None = Field(default=None, description="Allocation id.")
+    node_name: str | None = Field(default=None, description="Node (agent) name.")
+    accelerator_type: str | None = Field(default=None, description="cpu, cuda or rocm.")
+    accelerator_uuids: list[str] = Field(default_factory=list, description="Device UUIDs.")
+    task_id: str | None = Field(default=None, description="Task id.")
+    resource_pool: str | None = Field(default=None, description="Resource pool.")
+
+
+class PostAcceleratorDataRequest(WireRequest):
+    accelerator_data: AcceleratorData = Field(description="What the task found.")
+    allocation_id: str | None = Field(default=None, description="Repeats the path.")
+
+
+class GetTaskAcceleratorDataResponse(WireModel):
+    accelerator_data: list[AcceleratorData] = Field(
+        default_factory=list, description="One entry per allocation that reported."
+    )
+
+
+class V1RendezvousInfo(WireModel):
+    addresses: list[str] = Field(description="Every container's address, in rank order.")
+    rank: int = Field(description="The caller's container rank.")
+    slots: list[int] = Field(description="Every container's slot count, in rank order.")
+
+
+class RendezvousInfoResponse(WireModel):
+    rendezvous_info: V1RendezvousInfo = Field(description="The rendezvous answer.")
+
+
+class PreemptionSignalResponse(WireModel):
+    preempt: bool = Field(description="Whether the allocation should stop early.")
+
+
+class AllGatherRequest(WireRequest):
+    allocation_id: str | None = Field(default=None, description="Repeats the path.")
+    request_uuid: str = Field(description="This participant (retries reuse it).")
+    num_peers: int = Field(default=1, description="How many participants to wait for.")
+    data: Any = Field(default=None, description="This participant's data.")
+
+
+class AllGatherResponse(WireModel):
+    data: list[Any] = Field(default_factory=list, description="Every participant's data.")
+
+
+class NotifyContainerRunningRequest(AllGatherRequest):
+    rank: int | None = Field(default=None, description="Container rank.")
+    node_name: str | None = Field(default=None, description="Node the container runs on.")

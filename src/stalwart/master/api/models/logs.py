@@ -1,0 +1,151 @@
+"""Wire models of task and trial logs (wire doc 4.4, 5.1).
+
+Posted lines come with snake_case keys (``ship_logs.py``) or camelCase (the bindings); both
+are accepted. Streamed lines are ``{"result": <message>}``, one per line:
+
+- ``v1TrialLogsResponse`` REQUIRED: ``id`` (a string), ``trialId``, ``timestamp``, ``level``,
+  ``message`` (ends in a newline; the CLI prints it with ``end=""``);
+- ``v1TaskLogsResponse`` REQUIRED: ``id``, ``taskId``, ``timestamp``, ``level``, ``message``,
+  ``log``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from stalwart.master.api.models.common import WireModel, WireRequest, wire_time
+from stalwart.master.services.logs import LogRecord, NewLog, format_message
+
+__all__ = [
+    "PostTaskLogsRequest",
+    "TaskLogIn",
+    "TaskLogsFieldsResponse",
+    "TaskLogsResponse",
+    "TrialLogsFieldsResponse",
+    "TrialLogsResponse",
+    "result_line",
+    "stream_error_line",
+    "task_log_to_wire",
+    "trial_log_to_wire",
+    "wire_level",
+]
+
+
+class TaskLogIn(WireRequest):
+    """``v1TaskLog`` as posted: REQUIRED taskId and log."""
+
+    task_id: str = Field(description="Task the line belongs to.")
+    log: str = Field(description="The line (with its newline).")
+    timestamp: str | None = Field(default=None, description="When it was written (RFC 3339).")
+    level: str | None = Field(default=None, description="LOG_LEVEL_* (or a bare level name).")
+    allocation_id: str | None = Field(default=None, description="Allocation.")
+    agent_id: str | None = Field(default=None, description="Agent.")
+    container_id: str | None = Field(default=None, description="Container.")
+    rank_id: int | None = Field(default=None, description="Process rank.")
+    source: str | None = Field(default=None, description="Where it came from (task, agent...).")
+    stdtype: str | None = Field(default=None, description="stdout or stderr.")
+    id: int | None = Field(default=None, description="Ignored (ids are the master's).")
+
+    def to_new_log(self) -> NewLog:
+        return NewLog(
+            task_id=self.task_id,
+            log=self.log,
+            timestamp=self.timestamp,
+            level=self.level,
+            allocation_id=self.allocation_id,
+            agent_id=self.agent_id,
+            container_id=self.container_id,
+            rank_id=self.rank_id,
+            source=self.source,
+            stdtype=self.stdtype,
+        )
+
+
+class PostTaskLogsRequest(WireRequest):
+    logs: list[TaskLogIn] = Field(default_factory=list, description="The lines.")
+
+
+class _LogOut(WireModel):
+    id: str = Field(description="Line id (a string on the wire).")
+    timestamp: str = Field(description="When it was written (RFC 3339).")
+    level: str = Field(description="LOG_LEVEL_*; LOG_LEVEL_UNSPECIFIED when the line had none.")
+    message: str = Field(description="Determined's flat line, ending in a newline.")
+    log: str = Field(description="The raw line.")
+    agent_id: str | None = Field(default=None, description="Agent.")
+    container_id: str | None = Field(default=None, description="Container.")
+    rank_id: int | None = Field(default=None, description="Process rank.")
+    source: str | None = Field(default=None, description="Source.")
+    stdtype: str | None = Field(default=None, description="stdout or stderr.")
+
+
+class TrialLogsResponse(_LogOut):
+    trial_id: int = Field(description="Trial id.")
+
+
+class TaskLogsResponse(_LogOut):
+    task_id: str = Field(description="Task id.")
+    allocation_id: str | None = Field(default=None, description="Allocation.")
+
+
+class TrialLogsFieldsResponse(WireModel):
+    agent_ids: list[str] = Field(default_factory=list, description="Distinct agents.")
+    container_ids: list[str] = Field(default_factory=list, description="Distinct containers.")
+    rank_ids: list[int] = Field(default_factory=list, description="Distinct ranks.")
+    stdtypes: list[str] = Field(default_factory=list, description="Distinct streams.")
+    sources: list[str] = Field(default_factory=list, description="Distinct sources.")
+
+
+class TaskLogsFieldsResponse(TrialLogsFieldsResponse):
+    allocation_ids: list[str] = Field(default_factory=list, description="Distinct allocations.")
+
+
+def wire_level(level: str | None) -> str:
+    """``LOG_LEVEL_<X>`` of a stored level."""
+    return f"LOG_LEVEL_{level or 'UNSPECIFIED'}"
+
+
+def _common(record: LogRecord) -> dict[str, Any]:
+    return {
+        "id": str(record.id),
+        "timestamp": wire_time(record.timestamp) or "",
+        "level": wire_level(record.level),
+        "message": format_message(record),
+        "log": record.log,
+        "agent_id": record.agent_id,
+        "container_id": record.container_id,
+        "rank_id": record.rank_id,
+        "source": record.source,
+        "stdtype": record.stdtype,
+    }
+
+
+def trial_log_to_wire(record: LogRecord, trial_id: int) -> TrialLogsResponse:
+    return TrialLogsResponse(trial_id=trial_id, **_common(record))
+
+
+def task_log_to_wire(record: LogRecord) -> TaskLogsResponse:
+    return TaskLogsResponse(
+        task_id=record.task_id, allocation_id=record.allocation_id, **_common(record)
+    )
+
+
+def result_line(message: WireModel) -> bytes:
+    """One NDJSON line ``{"result": ...}\\n``."""
+    return b'{"result":' + message.model_dump_json(by_alias=True).encode() + b"}\n"
+
+
+def stream_error_line(http: int, grpc: int, message: str) -> bytes:
+    """One NDJSON line ``{"error": ...}\\n`` (an error after the stream started)."""
+    body = {
+        "error": {
+            "grpcCode": grpc,
+            "httpCode": http,
+            "message": message,
+            "httpStatus": str(http),
+            "details": [],
+        }
+    }
+    return json.dumps(body).encode() + b"\n"

@@ -1,0 +1,234 @@
+"""Agents and their slots: the rows the agent resource manager and the scheduler work with.
+
+Everything here adds or changes rows and flushes; nothing commits and nothing talks to the
+network, so the agent RM can register an agent and assign slots in one transaction.
+
+Contracts:
+
+- :func:`register_agent` is idempotent (an agent that reconnects re-registers): it creates or
+  refreshes the agent, adds new slots, refreshes the device facts of known ones (keeping their
+  enabled / draining flags and assignment) and drops reported-missing slots that are free.
+- :func:`assign_slots` is all-or-nothing: every slot must exist, be enabled, not draining, and
+  be free or already held by the same allocation; otherwise FailedPreconditionError and nothing
+  changes. :func:`release_slots` frees whatever an allocation holds (idempotent).
+- Device types are stored as ``cpu``, ``cuda`` or ``rocm`` (``TYPE_CUDA`` etc. are accepted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stalwart.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from stalwart.master.db.tables import Agent, Allocation, Slot, utcnow
+
+__all__ = [
+    "DEVICE_TYPES",
+    "SlotSpec",
+    "assign_slots",
+    "free_slots",
+    "get_agent",
+    "heartbeat",
+    "list_agents",
+    "mark_disconnected",
+    "normalize_device_type",
+    "register_agent",
+    "release_slots",
+    "set_agent_enabled",
+    "set_slot_enabled",
+    "slots_of",
+]
+
+DEVICE_TYPES = ("cpu", "cuda", "rocm")
+
+SlotSpec = tuple[str, str, str, str]
+"""``(slot_id, device_type, brand, uuid)`` of one slot an agent reports."""
+
+
+def normalize_device_type(value: str) -> str:
+    """``cpu``, ``cuda`` or ``rocm`` from either spelling; InvalidArgumentError otherwise."""
+    name = value.strip().lower().removeprefix("type_")
+    if name == "gpu":
+        name = "cuda"
+    if name not in DEVICE_TYPES:
+        raise InvalidArgumentError(f"unknown device type {value!r} (cpu, cuda or rocm)")
+    return name
+
+
+def _device_index(slot_id: str, position: int) -> int:
+    return int(slot_id) if slot_id.isdigit() else position
+
+
+def register_agent(
+    session: Session,
+    agent_id: str,
+    *,
+    slots: Sequence[SlotSpec],
+    resource_pool: str = "default",
+    addresses: Sequence[str] = (),
+    version: str = "",
+) -> Agent:
+    """Create or refresh an agent and its slots (see the module contract)."""
+    if not agent_id:
+        raise InvalidArgumentError("an agent needs an id")
+    ids = [spec[0] for spec in slots]
+    if len(set(ids)) != len(ids):
+        raise InvalidArgumentError(f"agent {agent_id} reports duplicate slot ids: {ids}")
+    now = utcnow()
+    agent = session.get(Agent, agent_id)
+    if agent is None:
+        agent = Agent(id=agent_id, registered_time=now, enabled=True, draining=False)
+        session.add(agent)
+    agent.version = version
+    agent.resource_pool = resource_pool
+    agent.addresses = list(addresses)
+    agent.last_heartbeat = now
+    agent.connected = True
+    if agent.registered_time is None:
+        agent.registered_time = now
+
+    known = {s.slot_id: s for s in session.scalars(select(Slot).where(Slot.agent_id == agent_id))}
+    for position, (slot_id, device_type, brand, device_uuid) in enumerate(slots):
+        kind = normalize_device_type(device_type)
+        slot = known.pop(slot_id, None)
+        if slot is None:
+            slot = Slot(agent_id=agent_id, slot_id=slot_id, enabled=True, draining=False)
+            session.add(slot)
+        slot.device_type = kind
+        slot.device_brand = brand
+        slot.device_uuid = device_uuid
+        slot.device_index = _device_index(slot_id, position)
+    for gone in known.values():
+        if gone.allocation_id is None:
+            session.delete(gone)
+    session.flush()
+    return agent
+
+
+def get_agent(session: Session, agent_id: str) -> Agent:
+    """The agent, or NotFoundError (404)."""
+    agent = session.get(Agent, agent_id)
+    if agent is None:
+        raise NotFoundError(f"agent {agent_id} not found")
+    return agent
+
+
+def heartbeat(session: Session, agent_id: str) -> Agent:
+    """Record that the agent is alive (and connected)."""
+    agent = get_agent(session, agent_id)
+    agent.last_heartbeat = utcnow()
+    agent.connected = True
+    session.flush()
+    return agent
+
+
+def mark_disconnected(session: Session, agent_id: str) -> Agent:
+    """The agent's connection is gone; its slots stay assigned until released."""
+    agent = get_agent(session, agent_id)
+    agent.connected = False
+    session.flush()
+    return agent
+
+
+def list_agents(session: Session) -> list[Agent]:
+    """Every registered agent, by id."""
+    return list(session.scalars(select(Agent).order_by(Agent.id)))
+
+
+def slots_of(session: Session, agent_ids: Iterable[str]) -> dict[str, list[Slot]]:
+    """The slots of the given agents, by agent id, each list ordered by device index."""
+    wanted = list(agent_ids)
+    out: dict[str, list[Slot]] = {a: [] for a in wanted}
+    if not wanted:
+        return out
+    rows = session.scalars(
+        select(Slot)
+        .where(Slot.agent_id.in_(wanted))
+        .order_by(Slot.agent_id, Slot.device_index, Slot.slot_id)
+    )
+    for slot in rows:
+        out[slot.agent_id].append(slot)
+    return out
+
+
+def free_slots(session: Session, *, resource_pool: str | None = None) -> list[Slot]:
+    """Slots the scheduler may assign: free, enabled, not draining, on enabled, connected,
+    non-draining agents (of ``resource_pool`` when given)."""
+    query = (
+        select(Slot)
+        .join(Agent, Agent.id == Slot.agent_id)
+        .where(
+            Slot.allocation_id.is_(None),
+            Slot.enabled.is_(True),
+            Slot.draining.is_(False),
+            Agent.enabled.is_(True),
+            Agent.draining.is_(False),
+            Agent.connected.is_(True),
+        )
+        .order_by(Slot.agent_id, Slot.device_index, Slot.slot_id)
+    )
+    if resource_pool is not None:
+        query = query.where(Agent.resource_pool == resource_pool)
+    return list(session.scalars(query))
+
+
+def assign_slots(
+    session: Session, agent_id: str, slot_ids: Sequence[str], allocation_id: str
+) -> list[Slot]:
+    """Give slots of one agent to an allocation (all or nothing; see the module contract).
+
+    Also records the agent on the allocation when it has none yet.
+    """
+    get_agent(session, agent_id)
+    chosen: list[Slot] = []
+    for slot_id in slot_ids:
+        slot = session.get(Slot, (agent_id, slot_id))
+        if slot is None:
+            raise FailedPreconditionError(f"agent {agent_id} has no slot {slot_id}")
+        if slot.allocation_id not in (None, allocation_id):
+            raise FailedPreconditionError(
+                f"slot {slot_id} of agent {agent_id} is held by {slot.allocation_id}"
+            )
+        if not slot.enabled or slot.draining:
+            raise FailedPreconditionError(f"slot {slot_id} of agent {agent_id} is disabled")
+        chosen.append(slot)
+    for slot in chosen:
+        slot.allocation_id = allocation_id
+    allocation = session.get(Allocation, allocation_id)
+    if allocation is not None and allocation.agent_id is None:
+        allocation.agent_id = agent_id
+    session.flush()
+    return chosen
+
+
+def release_slots(session: Session, allocation_id: str) -> int:
+    """Free every slot held by an allocation; returns how many were freed."""
+    held = list(session.scalars(select(Slot).where(Slot.allocation_id == allocation_id)))
+    for slot in held:
+        slot.allocation_id = None
+    session.flush()
+    return len(held)
+
+
+def set_agent_enabled(session: Session, agent_id: str, *, enabled: bool, drain: bool) -> Agent:
+    """Enable an agent, or disable it (``drain``: let running work finish, start nothing new)."""
+    agent = get_agent(session, agent_id)
+    agent.enabled = enabled
+    agent.draining = (not enabled) and drain
+    session.flush()
+    return agent
+
+
+def set_slot_enabled(
+    session: Session, agent_id: str, slot_id: str, *, enabled: bool, drain: bool
+) -> Slot:
+    """Enable one slot, or disable it (``drain`` as for agents)."""
+    slot = session.get(Slot, (agent_id, slot_id))
+    if slot is None:
+        raise NotFoundError(f"slot {slot_id} of agent {agent_id} not found")
+    slot.enabled = enabled
+    slot.draining = (not enabled) and drain
+    session.flush()
+    return slot

@@ -1,0 +1,546 @@
+"""Trial metrics: ingest (the hot path), validation summaries, streams and downsampled series.
+
+Ingest contract (:func:`report_metrics`), one small transaction per report:
+
+1. one ``UPDATE trials ... WHERE id = :trial AND run_id = :run`` raises ``total_batches`` to the
+   report's ``stepsCompleted`` and doubles as the run-id check (no row: the trial is unknown, 404,
+   or the report comes from an old run, 400 "invalid run id");
+2. for a restarted run only (``run_id > 1``), reports of earlier runs at or beyond this step are
+   archived (index range scans on ``(trial_id, group, steps_completed)``; as Determined does on
+   the first report after a restart);
+3. one ``INSERT`` of the report;
+4. for ``validation`` reports only: the trial's best searcher metric value is lowered (or
+   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``.
+
+:func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
+transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
+read or rewritten. Values travel as sent: the strings ``"NaN"``, ``"Infinity"``
+and ``"-Infinity"`` stay strings (non-finite floats are turned into them), so the stored JSON is
+valid on every database. Latest and best validations are derived when read
+(:func:`validation_summaries`), batched for a whole page of trials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import BigInteger, Engine, and_, bindparam, case, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.master.db.engine import SessionFactory
+from stalwart.master.db.tables import Experiment, MetricReport, Trial, utcnow
+
+__all__ = [
+    "TRAINING",
+    "VALIDATION",
+    "MetricsInput",
+    "ReportResult",
+    "SeriesPoint",
+    "ValidationSummary",
+    "downsample_lttb",
+    "iter_metric_reports",
+    "metric_series",
+    "parse_metric_value",
+    "report_metrics",
+    "report_metrics_many",
+    "require_trials",
+    "sanitize_metrics",
+    "searcher_settings",
+    "validation_summaries",
+]
+
+TRAINING = "training"
+VALIDATION = "validation"
+MAX_GROUP_LENGTH = 64
+STREAM_BATCH = 1000
+
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What a stored report changed (for the searcher driver: validations of which trial)."""
+
+    trial_id: int
+    experiment_id: int
+    group: str
+    steps_completed: int
+    searcher_value: float | None
+    """The report's searcher metric value (validation reports; None when absent or NaN)."""
+
+
+@dataclass(frozen=True)
+class ValidationSummary:
+    """The latest validation report of a trial and the one with its best searcher metric."""
+
+    latest: MetricReport | None
+    best: MetricReport | None
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    batches: int
+    value: float
+    time: dt.datetime
+
+
+def parse_metric_value(value: Any) -> float | None:
+    """A metric value as a float: numbers and "NaN"/"Infinity"/"-Infinity"; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in _SPECIAL:
+        return _SPECIAL[value]
+    return None
+
+
+def _sanitize(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {str(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sanitize(v) for v in value]
+    return value
+
+
+def sanitize_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` with non-finite floats as the wire strings (valid JSON everywhere)."""
+    return {str(k): _sanitize(v) for k, v in metrics.items()}
+
+
+def searcher_settings(config: Mapping[str, Any] | None) -> tuple[str | None, bool]:
+    """``(searcher.metric, searcher.smaller_is_better)`` of an experiment config."""
+    searcher = (config or {}).get("searcher") or {}
+    metric = searcher.get("metric")
+    smaller = searcher.get("smaller_is_better")
+    return (str(metric) if metric else None), (True if smaller is None else bool(smaller))
+
+
+_TRIALS = Trial.metadata.tables[Trial.__tablename__]
+_REPORTS = MetricReport.metadata.tables[MetricReport.__tablename__]
+_STEPS = bindparam("steps", type_=BigInteger)
+_BUMP_TRIAL = (
+    update(_TRIALS)
+    .where(_TRIALS.c.id == bindparam("trial"), _TRIALS.c.run_id == bindparam("run"))
+    .values(
+        total_batches=case(
+            (_TRIALS.c.total_batches < _STEPS, _STEPS), else_=_TRIALS.c.total_batches
+        )
+    )
+    .returning(_TRIALS.c.experiment_id)
+)
+"""Raise ``total_batches`` if the run is current; built once (the hot path skips statement
+construction and reuses the compiled form from the cache)."""
+_INSERT_REPORT = insert(_REPORTS)
+
+_SQLITE_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(session: Session) -> contextlib.AbstractContextManager[Any]:
+    """On SQLite, one in-process lock per engine around each report's write transaction.
+
+    SQLite has one writer at a time; without this, concurrent reports meet in SQLite's busy
+    handler, which sleeps for milliseconds between retries. A Python lock hands over at once.
+    """
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
+    if engine.dialect.name != "sqlite":
+        return contextlib.nullcontext()
+    with _LOCKS_GUARD:
+        lock = _SQLITE_WRITE_LOCKS.get(engine)
+        if lock is None:
+            lock = _SQLITE_WRITE_LOCKS[engine] = threading.Lock()
+    return lock
+
+
+def _report_time(text: str | None) -> dt.datetime:
+    if not text:
+        return utcnow()
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgumentError(f"reportTime {text!r} is not an RFC 3339 time") from None
+    return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed
+
+
+def _bad_run(session: Session, trial_id: int, run_id: int) -> Exception:
+    current = session.scalar(select(Trial.run_id).where(Trial.id == trial_id))
+    if current is None:
+        return NotFoundError(f"trial {trial_id} not found")
+    return InvalidArgumentError(
+        f"invalid run id: trial {trial_id} is on run {current}, the report came from run "
+        f"{run_id} (a stale process of an earlier run?)"
+    )
+
+
+def _archive_superseded(
+    session: Session, trial_id: int, run_id: int, group: str, steps: int
+) -> int:
+    """Archive earlier runs' reports at or beyond ``steps``; the number archived in validation."""
+    groups = {group, TRAINING} - {VALIDATION}
+    common = (
+        MetricReport.trial_id == trial_id,
+        MetricReport.trial_run_id < run_id,
+        MetricReport.steps_completed >= steps,
+        MetricReport.archived.is_(False),
+    )
+    stmt = update(MetricReport).values(archived=True).execution_options(synchronize_session=False)
+    session.execute(stmt.where(MetricReport.group.in_(sorted(groups)), *common))
+    result = session.execute(stmt.where(MetricReport.group == VALIDATION, *common))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _recompute_best(session: Session, trial_id: int, metric: str | None, smaller: bool) -> None:
+    best: float | None = None
+    if metric:
+        rows = session.execute(
+            select(MetricReport.metrics).where(
+                MetricReport.trial_id == trial_id,
+                MetricReport.group == VALIDATION,
+                MetricReport.archived.is_(False),
+            )
+        )
+        for (metrics,) in rows:
+            value = parse_metric_value((metrics or {}).get(metric))
+            if value is None or math.isnan(value):
+                continue
+            if best is None or (value < best if smaller else value > best):
+                best = value
+    session.execute(
+        update(Trial)
+        .where(Trial.id == trial_id)
+        .values(searcher_metric_value=best)
+        .execution_options(synchronize_session=False)
+    )
+
+
+@dataclass(frozen=True)
+class MetricsInput:
+    """One report as a task sends it (``v1TrialMetrics`` plus its group)."""
+
+    trial_id: int
+    run_id: int
+    group: str
+    steps_completed: int
+    avg_metrics: Mapping[str, Any]
+    batch_metrics: Sequence[Mapping[str, Any]] | None = None
+    report_time: str | None = None
+
+
+def _row(report: MetricsInput) -> dict[str, Any]:
+    """The ``metric_reports`` row of a report, after checking it (400s)."""
+    if not report.group or len(report.group) > MAX_GROUP_LENGTH:
+        raise InvalidArgumentError(
+            f"metric group must be 1 to {MAX_GROUP_LENGTH} characters, got {report.group!r}"
+        )
+    if report.steps_completed < 0:
+        raise InvalidArgumentError(f"stepsCompleted must be >= 0, got {report.steps_completed}")
+    batches = report.batch_metrics
+    return {
+        "trial_id": report.trial_id,
+        "trial_run_id": report.run_id,
+        "group": report.group,
+        "steps_completed": report.steps_completed,
+        "report_time": _report_time(report.report_time),
+        "metrics": sanitize_metrics(report.avg_metrics),
+        "batch_metrics": [sanitize_metrics(b) for b in batches] if batches else None,
+        "archived": False,
+    }
+
+
+def report_metrics(
+    session: Session,
+    *,
+    trial_id: int,
+    run_id: int,
+    group: str,
+    steps_completed: int,
+    avg_metrics: Mapping[str, Any],
+    batch_metrics: Sequence[Mapping[str, Any]] | None = None,
+    report_time: str | None = None,
+) -> ReportResult:
+    """Store one metrics report of ``trial_id`` and commit (see the module docstring)."""
+    report = MetricsInput(
+        trial_id, run_id, group, steps_completed, avg_metrics, batch_metrics, report_time
+    )
+    return report_metrics_many(session, [report])[0]
+
+
+def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> list[ReportResult]:
+    """Store reports (of any trials) in one transaction, all or none, and commit.
+
+    Per trial: one run-id check that also raises ``total_batches``; per restarted run and
+    group: one archive of superseded reports; then one multi-row ``INSERT``; then, for trials
+    with validation reports, one conditional update of the best searcher metric value.
+    """
+    rows = [_row(report) for report in reports]
+    if not rows:
+        return []
+    furthest: dict[tuple[int, int], int] = {}
+    earliest: dict[tuple[int, int, str], int] = {}
+    for row in rows:
+        trial_run = (row["trial_id"], row["trial_run_id"])
+        furthest[trial_run] = max(furthest.get(trial_run, 0), row["steps_completed"])
+        key = (*trial_run, row["group"])
+        earliest[key] = min(earliest.get(key, row["steps_completed"]), row["steps_completed"])
+    with _write_lock(session):
+        connection = session.connection()
+        experiment_of: dict[int, int] = {}
+        for (trial_id, run_id), steps in sorted(furthest.items()):
+            bumped = connection.execute(
+                _BUMP_TRIAL, {"trial": trial_id, "run": run_id, "steps": steps}
+            ).first()
+            if bumped is None:
+                session.rollback()
+                raise _bad_run(session, trial_id, run_id)
+            experiment_of[trial_id] = int(bumped[0])
+        rolled_back: set[int] = set()
+        for (trial_id, run_id, group), steps in sorted(earliest.items()):
+            if run_id > 1 and _archive_superseded(session, trial_id, run_id, group, steps):
+                rolled_back.add(trial_id)
+        connection.execute(_INSERT_REPORT, rows)
+        values = _update_best(session, rows, experiment_of, rolled_back)
+        session.commit()
+    return [
+        ReportResult(
+            row["trial_id"],
+            experiment_of[row["trial_id"]],
+            row["group"],
+            row["steps_completed"],
+            value,
+        )
+        for row, value in zip(rows, values, strict=True)
+    ]
+
+
+def _update_best(
+    session: Session,
+    rows: Sequence[Mapping[str, Any]],
+    experiment_of: Mapping[int, int],
+    rolled_back: set[int],
+) -> list[float | None]:
+    """Lower (or raise) each trial's best searcher metric value; each row's value."""
+    values: list[float | None] = [None] * len(rows)
+    trials = {r["trial_id"] for r in rows if r["group"] == VALIDATION} | rolled_back
+    if not trials:
+        return values
+    experiments = sorted({experiment_of[t] for t in trials})
+    settings = {
+        exp_id: searcher_settings({"searcher": searcher})
+        for exp_id, searcher in session.execute(
+            select(Experiment.id, Experiment.config["searcher"]).where(
+                Experiment.id.in_(experiments)
+            )
+        )
+    }
+    for trial_id in sorted(rolled_back):
+        _recompute_best(session, trial_id, *settings.get(experiment_of[trial_id], (None, True)))
+    best: dict[int, float] = {}
+    for i, row in enumerate(rows):
+        if row["group"] != VALIDATION:
+            continue
+        metric, smaller = settings.get(experiment_of[row["trial_id"]], (None, True))
+        value = parse_metric_value(row["metrics"].get(metric)) if metric else None
+        if value is None or math.isnan(value):
+            continue
+        values[i] = value
+        current = best.get(row["trial_id"])
+        if current is None or (value < current if smaller else value > current):
+            best[row["trial_id"]] = value
+    for trial_id, value in sorted(best.items()):
+        _, smaller = settings.get(experiment_of[trial_id], (None, True))
+        better = (
+            Trial.searcher_metric_value > value
+            if smaller
+            else (Trial.searcher_metric_value < value)
+        )
+        session.execute(
+            update(Trial)
+            .where(Trial.id == trial_id, or_(Trial.searcher_metric_value.is_(None), better))
+            .values(searcher_metric_value=value)
+            .execution_options(synchronize_session=False)
+        )
+    return values
+
+
+def _json_path_safe(key: str) -> bool:
+    return '"' not in key and "\\" not in key
+
+
+def validation_summaries(
+    session: Session, trial_ids: Iterable[int], metric: str | None, smaller_is_better: bool
+) -> dict[int, ValidationSummary]:
+    """Latest and best (by ``metric``) validation report of each trial, in two queries.
+
+    The first query reads only ids, steps and the searcher metric's value (extracted by the
+    database) of the trials' validation reports; the second loads the chosen reports.
+    """
+    ids = sorted(set(trial_ids))
+    if not ids:
+        return {}
+    narrow = metric is not None and _json_path_safe(metric)
+    value_col = MetricReport.metrics[metric] if narrow and metric else MetricReport.metrics
+    rows = session.execute(
+        select(MetricReport.id, MetricReport.trial_id, MetricReport.steps_completed, value_col)
+        .where(
+            MetricReport.trial_id.in_(ids),
+            MetricReport.group == VALIDATION,
+            MetricReport.archived.is_(False),
+        )
+        .order_by(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.id)
+    )
+    latest: dict[int, int] = {}
+    best: dict[int, tuple[float, int]] = {}
+    for report_id, trial_id, _steps, raw in rows:
+        latest[trial_id] = report_id  # rows come in step order: the last one wins
+        if metric is None:
+            continue
+        value = parse_metric_value(raw if narrow else (raw or {}).get(metric))
+        if value is None or math.isnan(value):
+            continue
+        current = best.get(trial_id)
+        if current is None or (value < current[0] if smaller_is_better else value > current[0]):
+            best[trial_id] = (value, report_id)
+    wanted = set(latest.values()) | {rid for _, rid in best.values()}
+    reports = {
+        r.id: r
+        for r in session.scalars(select(MetricReport).where(MetricReport.id.in_(sorted(wanted))))
+    }
+    out: dict[int, ValidationSummary] = {}
+    for trial_id in ids:
+        latest_id = latest.get(trial_id)
+        best_entry = best.get(trial_id)
+        out[trial_id] = ValidationSummary(
+            latest=reports.get(latest_id) if latest_id is not None else None,
+            best=reports.get(best_entry[1]) if best_entry is not None else None,
+        )
+    return out
+
+
+def require_trials(session: Session, trial_ids: Iterable[int]) -> None:
+    """NotFoundError naming the first of ``trial_ids`` that does not exist."""
+    wanted = set(trial_ids)
+    found = set(session.scalars(select(Trial.id).where(Trial.id.in_(sorted(wanted)))))
+    missing = sorted(wanted - found)
+    if missing:
+        raise NotFoundError(f"trial {missing[0]} not found")
+
+
+def iter_metric_reports(
+    sessions: SessionFactory, trial_ids: Sequence[int], group: str, batch: int = STREAM_BATCH
+) -> Iterator[list[MetricReport]]:
+    """Batches of the trials' live (not archived) reports of ``group``, trial by trial, in step
+    order; each batch is read in its own short session (keyset paging on the series index)."""
+    for trial_id in trial_ids:
+        last: tuple[int, int] | None = None
+        while True:
+            query = select(MetricReport).where(
+                MetricReport.trial_id == trial_id,
+                MetricReport.group == group,
+                MetricReport.archived.is_(False),
+            )
+            if last is not None:
+                query = query.where(
+                    or_(
+                        MetricReport.steps_completed > last[0],
+                        and_(MetricReport.steps_completed == last[0], MetricReport.id > last[1]),
+                    )
+                )
+            query = query.order_by(MetricReport.steps_completed, MetricReport.id).limit(batch)
+            with sessions() as session:
+                rows = list(session.scalars(query))
+                session.expunge_all()
+            if not rows:
+                break
+            yield rows
+            if len(rows) < batch:
+                break
+            last = (rows[-1].steps_completed, rows[-1].id)
+
+
+def metric_series(
+    session: Session,
+    trial_id: int,
+    *,
+    group: str,
+    metric: str,
+    max_points: int,
+    start_batches: int | None = None,
+    end_batches: int | None = None,
+) -> tuple[int, list[SeriesPoint]]:
+    """``(total, points)``: one metric of one trial over steps, at most ``max_points`` points.
+
+    Reads three columns in index order (the database extracts the one value from each report's
+    JSON) and keeps the series' shape with largest-triangle-three-buckets downsampling. Values
+    that are not finite numbers are left out.
+    """
+    if max_points < 3:
+        raise InvalidArgumentError(f"maxPoints must be at least 3, got {max_points}")
+    if session.get(Trial, trial_id) is None:
+        raise NotFoundError(f"trial {trial_id} not found")
+    narrow = _json_path_safe(metric)
+    value_col = MetricReport.metrics[metric] if narrow else MetricReport.metrics
+    query = select(MetricReport.steps_completed, MetricReport.report_time, value_col).where(
+        MetricReport.trial_id == trial_id,
+        MetricReport.group == group,
+        MetricReport.archived.is_(False),
+    )
+    if start_batches is not None:
+        query = query.where(MetricReport.steps_completed >= start_batches)
+    if end_batches is not None:
+        query = query.where(MetricReport.steps_completed <= end_batches)
+    points: list[SeriesPoint] = []
+    for steps, when, raw in session.execute(
+        query.order_by(MetricReport.steps_completed, MetricReport.id)
+    ):
+        value = parse_metric_value(raw if narrow else (raw or {}).get(metric))
+        if value is not None and math.isfinite(value):
+            points.append(SeriesPoint(int(steps), value, when))
+    keep = downsample_lttb([(float(p.batches), p.value) for p in points], max_points)
+    return len(points), [points[i] for i in keep]
+
+
+def downsample_lttb(points: Sequence[tuple[float, float]], threshold: int) -> list[int]:
+    """Indices of at most ``threshold`` points that keep the shape of an x-sorted series.
+
+    Largest-triangle-three-buckets (Steinarsson, 2013): the first and last points are kept; the
+    rest is cut into ``threshold - 2`` buckets and from each the point forming the largest
+    triangle with the previously kept point and the next bucket's average is kept.
+    """
+    n = len(points)
+    if threshold >= n or threshold < 3:
+        return list(range(n))
+    keep = [0]
+    width = (n - 2) / (threshold - 2)
+    previous = 0
+    for bucket in range(threshold - 2):
+        start = int(bucket * width) + 1
+        stop = int((bucket + 1) * width) + 1
+        next_start, next_stop = stop, min(int((bucket + 2) * width) + 1, n)
+        if next_start >= next_stop:
+            next_start, next_stop = n - 1, n
+        span = next_stop - next_start
+        avg_x = sum(p[0] for p in points[next_start:next_stop]) / span
+        avg_y = sum(p[1] for p in points[next_start:next_stop]) / span
+        ax, ay = points[previous]
+        chosen, largest = start, -1.0
+        for i in range(start, min(stop, n - 1)):
+            bx, by = points[i]
+            area = abs((ax - avg_x) * (by - ay) - (ax - bx) * (avg_y - ay))
+            if area > largest:
+                chosen, largest = i, area
+        keep.append(chosen)
+        previous = chosen
+    keep.append(n - 1)
+    return keep
