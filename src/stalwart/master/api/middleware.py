@@ -33,7 +33,7 @@ class WireMiddleware:
         if length is not None and length.isdigit() and int(length) > self.max_request_bytes:
             await self._too_large(send, int(length))
             return
-        if scope.get("method") in ("POST", "PUT", "PATCH"):
+        if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
             headers.append((b"content-type", _JSON))
             scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)
