@@ -35,7 +35,7 @@ def settings(tmp_path: Path) -> MasterSettings:
 @pytest.fixture
 def client(settings: MasterSettings) -> Iterator[TestClient]:
     """An in-process master (lifespan run) on SQLite, no credentials attached."""
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings, run_cluster=False)) as test_client:
         yield test_client
 
 

@@ -153,7 +153,7 @@ class LiveServer:
 @contextmanager
 def live_server(settings: MasterSettings) -> Iterator[LiveServer]:
     """Run the master under uvicorn in a background thread (chunked HTTP/1.1 for real)."""
-    app = create_app(settings)
+    app = create_app(settings, run_cluster=False)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

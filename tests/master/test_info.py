@@ -39,9 +39,9 @@ def test_master_needs_credentials_and_has_required_keys(
 
 
 def test_cluster_id_survives_a_restart(settings: MasterSettings) -> None:
-    with TestClient(create_app(settings)) as first:
+    with TestClient(create_app(settings, run_cluster=False)) as first:
         cluster = first.get("/info").json()["clusterId"]
-    with TestClient(create_app(settings)) as second:
+    with TestClient(create_app(settings, run_cluster=False)) as second:
         assert second.get("/info").json()["clusterId"] == cluster
 
 
@@ -73,7 +73,7 @@ def test_oversized_requests_are_refused_before_reading(tmp_path: Path) -> None:
     settings = MasterSettings.model_validate(
         {"home": tmp_path, "limits": {"max_request_bytes": 100}}
     )
-    with TestClient(create_app(settings)) as small:
+    with TestClient(create_app(settings, run_cluster=False)) as small:
         resp = small.post("/api/v1/auth/login", content=b"x" * 101)
     assert resp.status_code == 413
     assert "limits.max_request_bytes" in resp.json()["error"]["error"]

@@ -242,7 +242,7 @@ def test_read_rules(client: TestClient, shipped: TrialEnv, admin: dict[str, str]
 
 def test_batches_over_the_limit_are_413(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "home", limits={"max_log_batch": 3})
-    with TestClient(create_app(settings)) as small:
+    with TestClient(create_app(settings, run_cluster=False)) as small:
         headers = login_headers(small)
         env = make_trial(small, master_state(small), headers)
         assert post(small, env, [ship(env, f"{i}\n") for i in range(3)]).status_code == 200

@@ -20,7 +20,7 @@ def _settings(home: Path, pg_url: str) -> MasterSettings:
 def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     settings = _settings(tmp_path / "home", pg_url)
     assert settings.database_url.startswith("postgresql+psycopg://")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings, run_cluster=False)) as client:
         headers = login(client, "admin")
         me = client.get("/api/v1/me", headers=headers)
         assert me.status_code == 200, me.text
@@ -38,7 +38,7 @@ def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
         engine.dispose()
 
     # A restart with another home: identity, users and sessions all live in the database.
-    with TestClient(create_app(_settings(tmp_path / "other-home", pg_url))) as client:
+    with TestClient(create_app(_settings(tmp_path / "other-home", pg_url), run_cluster=False)) as client:
         assert client.get("/info").json()["clusterId"] == cluster_id
         assert client.get("/api/v1/me", headers=headers).status_code == 200
         again = login(client, "admin")

@@ -173,7 +173,7 @@ def test_restart_archives_superseded_reports(client: TestClient, admin: dict[str
 
 def test_report_size_limit(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "home", limits={"max_metrics_report_bytes": 400})
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings, run_cluster=False)) as client:
         admin = login(client, "admin")
         exp_id = new_experiment(client, admin)
         trial, run, *_ = add_trial(client, exp_id)
@@ -362,7 +362,7 @@ def test_batch_is_all_or_nothing(client: TestClient, admin: dict[str, str]) -> N
 def test_on_postgresql(pg_url: str, tmp_path: Path) -> None:
     """The dialect-sensitive SQL of experiments, trials and metrics, on PostgreSQL."""
     settings = make_settings(tmp_path / "home", db=pg_url)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings, run_cluster=False)) as client:
         admin = login(client, "admin")
         exp_id = new_experiment(client, admin, labels="[pg]")
         trial, run, token, _ = add_trial(client, exp_id, allocation="RUNNING")

@@ -543,7 +543,7 @@ def test_patch_users_reports_each_result(client: TestClient, admin: Headers) -> 
 
 def test_users_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     settings = MasterSettings(home=tmp_path / "home", db=pg_url)
-    with TestClient(create_app(settings)) as pg:
+    with TestClient(create_app(settings, run_cluster=False)) as pg:
         admin = login(pg, "admin")
         create(pg, admin, "zed", displayName="Aaron")
         carl = create(pg, admin, "carl")

@@ -13,9 +13,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from stalwart.cli import agent as agent_cli
 from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
 from stalwart.cli import master as master_cli
+from stalwart.cli import up as up_cli
 from stalwart.errors import StalwartError
 
 __all__ = ["app", "main"]
@@ -26,9 +28,12 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(agent_cli.app, name="agent")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(envs_cli.app, name="envs")
 app.add_typer(master_cli.app, name="master")
+app.command("up")(up_cli.up)
+app.command("down")(up_cli.down)
 
 _state = {"debug": False}
 

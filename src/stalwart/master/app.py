@@ -7,6 +7,7 @@ built-in users and workspace, and binds the in-process buses; it disposes of the
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from stalwart import __version__
 from stalwart.master.api import (
+    agent_sync,
     agents,
     allocations,
     auth,
@@ -29,6 +31,7 @@ from stalwart.master.api import (
 )
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
+from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
@@ -51,6 +54,25 @@ def _cluster_id(session: Session) -> str:
     return found.value
 
 
+def _agent_token(session: Session, settings: MasterSettings) -> str:
+    """The configured agent token, or the cluster's generated one (written to
+    ``<home>/agent_token``, mode 0600, for local agents to read)."""
+    if settings.cluster.agent_token:
+        return settings.cluster.agent_token
+    found = session.get(MasterMeta, "agent_token")
+    if found is None:
+        found = MasterMeta(key="agent_token", value=secrets.token_urlsafe(32))
+        session.add(found)
+        session.commit()
+    path = settings.home / "agent_token"
+    if not path.exists() or path.read_text(encoding="utf-8").strip() != found.value:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_text(found.value + "\n", encoding="utf-8")
+    return found.value
+
+
 def open_state(settings: MasterSettings) -> MasterState:
     """Open the database (migrated, bootstrapped) and build the master's state."""
     engine = make_engine(settings.database_url)
@@ -61,20 +83,31 @@ def open_state(settings: MasterSettings) -> MasterState:
     with sessions() as session:
         bootstrap(session, settings.security.initial_user_password)
         state.cluster_id = _cluster_id(session)
+        state.agent_token = _agent_token(session, settings)
     return state
 
 
-def create_app(settings: MasterSettings) -> FastAPI:
-    """The master application for ``settings``."""
+def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI:
+    """The master application for ``settings``.
+
+    ``run_cluster``: start the cluster loop (scheduling, searchers, lifecycle) with the app;
+    API tests that drive state by hand turn it off.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = open_state(settings)
         state.notifier.bind(asyncio.get_running_loop())
         app.state.master = state
+        loop = ClusterLoop(state) if run_cluster else None
+        if loop is not None:
+            loop.start()
+        app.state.cluster = loop
         try:
             yield
         finally:
+            if loop is not None:
+                loop.stop()
             state.engine.dispose()
 
     app = FastAPI(
@@ -95,6 +128,7 @@ def create_app(settings: MasterSettings) -> FastAPI:
         checkpoints,
         logs,
         agents,
+        agent_sync,
         tasks,
         allocations,
     ):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stalwart.config.validation import problems_from_error, render_problems
 from stalwart.errors import ConfigError
 
-__all__ = ["Limits", "MasterSettings", "SecuritySettings", "load_settings"]
+__all__ = ["ClusterSettings", "Limits", "MasterSettings", "SecuritySettings", "load_settings"]
 
 ENV_PREFIX = "STALWART_"
 
@@ -59,6 +59,34 @@ class Limits(_Settings):
     max_log_batch: int = Field(default=10_000, ge=1, description="Most log lines in one post.")
 
 
+class ClusterSettings(_Settings):
+    """How the master runs tasks on its agents."""
+
+    agent_token: str = Field(
+        default="",
+        description="Secret agents present (`X-Stalwart-Agent-Token`). Empty: the master "
+        "generates one at first start and writes it to `<home>/agent_token`.",
+    )
+    agent_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds without a sync after which an agent counts as lost: its tasks are "
+        "failed and rescheduled elsewhere (a returning agent is told to kill them).",
+    )
+    preemption_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a task asked to preempt (pause, cancel, searcher stop, priority "
+        "preemption) gets to checkpoint and exit before it is killed.",
+    )
+    kill_grace: float = Field(
+        default=10.0, ge=0, description="Seconds between SIGTERM and SIGKILL when killing a task."
+    )
+    tick: float = Field(
+        default=1.0, gt=0, description="Seconds between scheduling rounds when nothing happens."
+    )
+
+
 def _default_home() -> Path:
     return Path("~/.stalwart").expanduser()
 
@@ -77,6 +105,9 @@ class MasterSettings(_Settings):
     cluster_name: str = Field(default="stalwart", description="Shown by `det master info`.")
     security: SecuritySettings = Field(default_factory=SecuritySettings, description="Auth.")
     limits: Limits = Field(default_factory=Limits, description="Request size limits.")
+    cluster: ClusterSettings = Field(
+        default_factory=ClusterSettings, description="Agents, timeouts and the scheduling loop."
+    )
     checkpoint_storage: dict[str, Any] | None = Field(
         default=None,
         description="Checkpoint storage for experiments that set none (Determined's "

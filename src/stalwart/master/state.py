@@ -14,7 +14,7 @@ from stalwart.master.db.engine import SessionFactory
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
 
-__all__ = ["MasterState", "Notifier", "allocation_key", "task_logs_key"]
+__all__ = ["ClusterHints", "MasterState", "Notifier", "allocation_key", "task_logs_key"]
 
 
 class Notifier:
@@ -49,6 +49,24 @@ class Notifier:
                 if not self._waiters[key]:
                     del self._waiters[key]
 
+    async def wait_any(self, keys: list[str], timeout: float) -> bool:
+        """Like :meth:`wait`, woken by a notification of any of ``keys``."""
+        event = asyncio.Event()
+        with self._lock:
+            for key in keys:
+                self._waiters[key].add(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                for key in keys:
+                    self._waiters[key].discard(event)
+                    if not self._waiters[key]:
+                        del self._waiters[key]
+
     def notify(self, key: str) -> None:
         with self._lock:
             events = list(self._waiters.get(key, ()))
@@ -57,6 +75,35 @@ class Notifier:
             return
         for event in events:
             loop.call_soon_threadsafe(event.set)
+
+
+class ClusterHints:
+    """What the API tells the cluster loop: experiments to look at, and "something changed".
+
+    Hints only speed the loop up; the database stays the truth (the loop also sweeps every
+    experiment now and then). Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._experiments: set[int] = set()
+        self.event = threading.Event()
+
+    def experiment(self, experiment_id: int) -> None:
+        """The experiment has news for its searcher (created, validated, state changed)."""
+        with self._lock:
+            self._experiments.add(experiment_id)
+        self.event.set()
+
+    def poke(self) -> None:
+        """Something the scheduler cares about changed (an exit, an agent, a pause...)."""
+        self.event.set()
+
+    def take_experiments(self) -> set[int]:
+        """The hinted experiments since the last call (and forget them)."""
+        with self._lock:
+            taken, self._experiments = self._experiments, set()
+        return taken
 
 
 @dataclass
@@ -68,8 +115,10 @@ class MasterState:
     sessions: SessionFactory
     bus: EventBus = field(default_factory=EventBus)
     notifier: Notifier = field(default_factory=Notifier)
+    hints: ClusterHints = field(default_factory=ClusterHints)
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
+    agent_token: str = ""
 
 
 def allocation_key(allocation_id: str) -> str:

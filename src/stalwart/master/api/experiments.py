@@ -57,6 +57,8 @@ def post_experiment(
         validate_only=body.validate_only,
     )
     exp = created.experiment
+    if not body.validate_only:
+        state.hints.experiment(exp.id)
     project = session.get(Project, exp.project_id)
     wire = experiment_to_wire(
         exp,
@@ -168,6 +170,7 @@ def get_experiment(experiment_id: int, _caller: CallerDep, session: SessionDep) 
 def pause(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """ACTIVE -> PAUSED; running trials are asked to checkpoint and exit."""
     svc.deliver(state.notifier, svc.pause_experiment(session, experiment_id))
+    state.hints.experiment(experiment_id)
     return Empty()
 
 
@@ -175,6 +178,7 @@ def pause(experiment_id: int, _caller: CallerDep, session: SessionDep, state: St
 def activate(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """PAUSED -> ACTIVE."""
     svc.deliver(state.notifier, svc.activate_experiment(session, experiment_id))
+    state.hints.experiment(experiment_id)
     return Empty()
 
 
@@ -182,6 +186,7 @@ def activate(experiment_id: int, _caller: CallerDep, session: SessionDep, state:
 def cancel(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """-> STOPPING_CANCELED (trials checkpoint and exit), CANCELED once nothing runs."""
     svc.deliver(state.notifier, svc.cancel_experiment(session, experiment_id))
+    state.hints.experiment(experiment_id)
     return Empty()
 
 
@@ -189,6 +194,7 @@ def cancel(experiment_id: int, _caller: CallerDep, session: SessionDep, state: S
 def kill(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """-> STOPPING_KILLED (trials are killed), CANCELED once nothing runs."""
     svc.deliver(state.notifier, svc.kill_experiment(session, experiment_id))
+    state.hints.experiment(experiment_id)
     return Empty()
 
 

@@ -188,6 +188,7 @@ def get_trial(trial_id: int, _caller: CallerDep, session: SessionDep) -> GetTria
 def kill_trial(trial_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """Kill one trial (a no-op when it already ended)."""
     state_actions.deliver(state.notifier, state_actions.kill_trial(session, trial_id))
+    state.hints.poke()
     return Empty()
 
 
@@ -261,7 +262,9 @@ def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: byt
             )
     with state.sessions() as session:
         get_caller(request, session)
-        metrics_svc.report_metrics_many(session, inputs)
+        results = metrics_svc.report_metrics_many(session, inputs)
+    for experiment_id in {r.experiment_id for r in results if r.group == metrics_svc.VALIDATION}:
+        state.hints.experiment(experiment_id)
 
 
 async def _read_report(request: Request) -> tuple[MasterState, bytes]:

@@ -36,6 +36,7 @@ __all__ = [
     "Allocation",
     "Base",
     "Checkpoint",
+    "Container",
     "Experiment",
     "MasterMeta",
     "MetricReport",
@@ -186,6 +187,7 @@ class Experiment(Base):
     start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
     end_time: Mapped[dt.datetime | None] = mapped_column()
     searcher_state: Mapped[dict[str, Any] | None] = mapped_column()
+    checkpoints_collected: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Trial(Base):
@@ -212,6 +214,7 @@ class Trial(Base):
     latest_checkpoint: Mapped[str | None] = mapped_column(String(64))
     early_exit_reason: Mapped[str | None] = mapped_column(String(64))
     run_metadata: Mapped[dict[str, Any] | None] = mapped_column()
+    searcher_stopped: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Task(Base):
@@ -251,6 +254,29 @@ class Allocation(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
     accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
+
+
+class Container(Base):
+    """One container (process group) of an allocation on one agent.
+
+    ``state``: ASSIGNED (placed, not yet reported by its agent), STARTING, RUNNING, EXITED.
+    ``spec`` is the agent's :class:`~stalwart.agent.protocol.TaskSpec` (with the allocation
+    token), fixed when the allocation is placed so that every rank gets the same token.
+    """
+
+    __tablename__ = "containers"
+    allocation_id: Mapped[str] = mapped_column(
+        ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    agent_id: Mapped[str] = mapped_column(String(255), index=True)
+    slot_ids: Mapped[list[Any]] = mapped_column(default=list)
+    state: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    exit_reason: Mapped[str | None] = mapped_column(Text)
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    assigned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    exited_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class MetricReport(Base):

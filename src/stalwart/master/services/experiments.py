@@ -78,6 +78,7 @@ __all__ = [
     "activate_experiment",
     "apply_activate",
     "apply_cancel",
+    "apply_error",
     "apply_kill",
     "apply_kill_trial",
     "apply_pause",
@@ -95,6 +96,7 @@ __all__ = [
     "pause_experiment",
     "settle_experiment",
     "settle_trial",
+    "stop_allocations",
 ]
 
 UNSTARTED_ALLOCATION_STATES = frozenset({"PENDING", "WAITING"})
@@ -144,7 +146,7 @@ def _live_allocations(session: Session, trial: Trial) -> list[Allocation]:
     )
 
 
-def _stop_allocations(session: Session, trial: Trial, *, kill: bool) -> Signals:
+def stop_allocations(session: Session, trial: Trial, *, kill: bool) -> Signals:
     """Unstarted allocations end; started ones are asked to preempt (and, to kill, TERMINATE)."""
     signals = Signals()
     for allocation in _live_allocations(session, trial):
@@ -206,7 +208,7 @@ def apply_pause(session: Session, experiment: Experiment) -> Signals:
     for trial in _trials(session, experiment):
         if trial.state == "ACTIVE":
             set_trial_state(session, trial, "PAUSED")
-            signals.merge(_stop_allocations(session, trial, kill=False))
+            signals.merge(stop_allocations(session, trial, kill=False))
     session.flush()
     return signals
 
@@ -236,7 +238,7 @@ def _stop_trial(session: Session, trial: Trial, stopping: str) -> Signals:
         return Signals()
     if stopping in TRIAL_TRANSITIONS.get(trial.state, frozenset()):
         set_trial_state(session, trial, stopping)
-    signals = _stop_allocations(session, trial, kill=stopping == "STOPPING_KILLED")
+    signals = stop_allocations(session, trial, kill=stopping == "STOPPING_KILLED")
     settle_trial(session, trial)
     return signals
 
@@ -274,6 +276,16 @@ def apply_kill(session: Session, experiment: Experiment) -> Signals:
     if state not in ("STOPPING_KILLED", "STOPPING_ERROR"):
         set_experiment_state(session, experiment, "STOPPING_KILLED")
     return _stop_experiment(session, experiment, "STOPPING_KILLED")
+
+
+def apply_error(session: Session, experiment: Experiment) -> Signals:
+    """-> STOPPING_ERROR (the searcher failed): trials are asked to preempt, and the experiment
+    ends ERROR once nothing runs. Terminal or already erroring experiments: no-op."""
+    state = experiment.state
+    if state in EXPERIMENT_TERMINAL or state.startswith("DELET") or state == "STOPPING_ERROR":
+        return Signals()
+    set_experiment_state(session, experiment, "STOPPING_ERROR")
+    return _stop_experiment(session, experiment, "STOPPING_ERROR")
 
 
 def apply_kill_trial(session: Session, trial: Trial) -> Signals:

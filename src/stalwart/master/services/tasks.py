@@ -26,8 +26,10 @@ def create_trial(
     hparams: dict[str, object],
     seed: int,
     request_id: str | None = None,
+    state: str = "ACTIVE",
 ) -> Trial:
-    """A new ACTIVE trial of ``experiment`` and its TRIAL task (``<expId>.<requestId>``)."""
+    """A new trial of ``experiment`` (ACTIVE, or PAUSED in a paused experiment) and its TRIAL
+    task (``<expId>.<requestId>``)."""
     request = request_id or str(uuid.uuid4())
     task_id = f"{experiment.id}.{request}"
     session.add(
@@ -42,7 +44,7 @@ def create_trial(
         experiment_id=experiment.id,
         request_id=request,
         task_id=task_id,
-        state="ACTIVE",
+        state=state,
         hparams=hparams,
         seed=seed,
     )

@@ -1,0 +1,148 @@
+"""The agent <-> master protocol: one long-polled ``POST /api/v1/agents/{agent_id}/sync``.
+
+The agent is the client; the master never connects to an agent. Each sync is the agent's whole
+view (its slots and every container it knows) and the master's answer is what to change. This
+makes the protocol stateless and restart-safe on both sides:
+
+- **Heartbeat and registration.** Every sync registers (idempotently) and heartbeats the agent.
+- **Reattach.** When the master restarts, the agent keeps its containers running and keeps
+  retrying; its next sync reports them and the master, whose database still lists them, carries
+  on. Nothing is killed because the master went away.
+- **Start.** The master answers with a :class:`TaskSpec` for every container assigned to the
+  agent that the agent did not report. Starting is idempotent per ``(allocation_id, rank)``:
+  an agent ignores a spec for a container it already runs.
+- **Exit.** An exited container stays in the agent's reports (state ``EXITED`` with its exit
+  code) until the master lists it in ``forget``: the master has durably recorded the exit.
+- **Kill.** ``kill`` names allocations whose containers on this agent must stop (SIGTERM, then
+  SIGKILL after ``kill_grace_seconds``); a container the master does not know is killed too.
+- **Long-poll.** With nothing to change, the master holds the answer up to ``wait_seconds`` and
+  answers early when work for the agent appears.
+
+Authentication: the header ``X-Stalwart-Agent-Token`` carries the cluster's agent token (the
+master's ``agent_token`` setting, or the one it generates into ``<home>/agent_token``).
+
+Only base dependencies (pydantic) are imported here: the agent and the master share it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AGENT_TOKEN_HEADER",
+    "ContainerState",
+    "ContainerStatus",
+    "DeviceType",
+    "SlotInfo",
+    "SyncRequest",
+    "SyncResponse",
+    "TaskSpec",
+]
+
+AGENT_TOKEN_HEADER = "X-Stalwart-Agent-Token"
+
+DeviceType = Literal["cpu", "cuda", "rocm"]
+ContainerState = Literal["STARTING", "RUNNING", "EXITED"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlotInfo(_Model):
+    """One slot the agent offers: a GPU, or one CPU slot on a CPU-only agent."""
+
+    id: str = Field(description="Slot id, unique on the agent (the device index for GPUs).")
+    device_type: DeviceType = Field(description="cpu, cuda or rocm.")
+    brand: str = Field(default="", description="Device name, e.g. 'NVIDIA H100 80GB HBM3'.")
+    uuid: str = Field(default="", description="Device UUID (GPUs); empty for CPU slots.")
+
+
+class ContainerStatus(_Model):
+    """One container (task process group) as the agent sees it."""
+
+    allocation_id: str = Field(description="The allocation the container belongs to.")
+    rank: int = Field(ge=0, description="The container's rank within its allocation.")
+    state: ContainerState = Field(description="STARTING, RUNNING or EXITED.")
+    pid: int | None = Field(default=None, description="Process id of the container's main process.")
+    exit_code: int | None = Field(
+        default=None,
+        description="Exit status once EXITED (negative: killed by that signal; null: the agent "
+        "could not start it or lost it).",
+    )
+    exit_reason: str | None = Field(
+        default=None, description="Why it exited, when the agent knows more than the exit code."
+    )
+
+
+class SyncRequest(_Model):
+    """The agent's whole view, sent with every sync."""
+
+    version: str = Field(default="", description="The agent's Stalwart version.")
+    resource_pool: str = Field(default="default", description="The pool the agent serves.")
+    addresses: list[str] = Field(
+        default_factory=list, description="Addresses other nodes and tasks reach this agent at."
+    )
+    slots: list[SlotInfo] = Field(default_factory=list, description="Every slot of the agent.")
+    containers: list[ContainerStatus] = Field(
+        default_factory=list,
+        description="Every container the agent runs or has seen exit and not yet been told to "
+        "forget.",
+    )
+    wait_seconds: float = Field(
+        default=0.0, ge=0.0, le=300.0, description="How long the master may hold the answer."
+    )
+
+
+class TaskSpec(_Model):
+    """Everything an agent needs to start one container of an allocation.
+
+    The same spec feeds every runner (local processes, docker/podman, Slurm, Kubernetes): the
+    runner adds only what depends on the node (``DET_MASTER`` as the node reaches the master,
+    ``DET_AGENT_ID``, the working directory).
+    """
+
+    allocation_id: str = Field(description="The allocation (``<taskId>.<n>``).")
+    task_id: str = Field(description="The task (``<expId>.<requestId>`` for trials).")
+    rank: int = Field(ge=0, description="This container's rank in the allocation.")
+    container_id: str = Field(description="``DET_RESOURCES_ID`` / ``DET_CONTAINER_ID``.")
+    slot_ids: list[str] = Field(default_factory=list, description="The agent's slots it gets.")
+    device_type: DeviceType = Field(default="cpu", description="The slots' device type.")
+    image: str = Field(default="", description="The task's environment image.")
+    argv: list[str] = Field(description="The command to run, in the working directory.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables of the task contract."
+    )
+    info_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files for ``$DET_RUN_DIR/info`` (cluster.json, trial.json, "
+        "rendezvous.json, resources.json), name -> JSON text.",
+    )
+    has_context: bool = Field(
+        default=False,
+        description="Whether the task has a model definition: fetch it from "
+        "``GET /api/v1/tasks/{task_id}/context_directory`` and extract it into the workdir.",
+    )
+    token: str = Field(description="The allocation token (also ``DET_SESSION_TOKEN``).")
+    user: str = Field(default="", description="The user the task runs for (``DET_USER``).")
+
+
+class SyncResponse(_Model):
+    """What the agent must change."""
+
+    start: list[TaskSpec] = Field(default_factory=list, description="Containers to start.")
+    kill: list[str] = Field(
+        default_factory=list, description="Allocations whose containers here must stop."
+    )
+    forget: list[str] = Field(
+        default_factory=list,
+        description="Exited containers the master has recorded, as ``<allocation_id>/<rank>``.",
+    )
+    kill_grace_seconds: float = Field(
+        default=10.0, description="Time between SIGTERM and SIGKILL when killing."
+    )
+    sync_interval_seconds: float = Field(
+        default=1.0, description="How soon to sync again after an answer with work in it."
+    )

@@ -1,0 +1,124 @@
+"""The master's side of an agent sync (protocol in :mod:`stalwart.agent.protocol`).
+
+:func:`apply_sync` runs in one short transaction and commits:
+
+1. the agent is registered (idempotent) and heartbeats; its slots are refreshed;
+2. each reported container is matched with its :class:`~stalwart.master.db.tables.Container`
+   row: a running one moves the row (and its allocation) to RUNNING; an exited one is recorded
+   (state EXITED, exit code) and listed in ``forget``; one the master does not know, or whose
+   allocation has ended or is being killed, is listed in ``kill`` (and forgotten once exited);
+3. every container placed on this agent and not reported is sent as a ``start`` (its stored
+   spec), unless its allocation is being killed, in which case it is recorded as exited without
+   ever starting.
+
+It returns the response and whether anything changed that the cluster loop must look at (an
+exit, or a new agent). :func:`plan_response` recomputes only steps 2-3's answer (for a long-poll
+that woke up). Nothing here talks to the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stalwart.agent.protocol import SyncRequest, SyncResponse, TaskSpec
+from stalwart.master.db.tables import Agent, Allocation, Container, utcnow
+from stalwart.master.services.agents import register_agent
+from stalwart.master.transitions import set_allocation_state
+
+__all__ = ["SyncOutcome", "agent_key", "apply_sync"]
+
+_KILLING = frozenset({"TERMINATING", "TERMINATED"})
+
+
+def agent_key(agent_id: str) -> str:
+    """Notifier key that wakes an agent's long-poll."""
+    return f"agent:{agent_id}"
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    """The answer, and whether the cluster loop has something new to look at."""
+
+    response: SyncResponse
+    changed: bool
+
+    @property
+    def has_work(self) -> bool:
+        r = self.response
+        return bool(r.start or r.kill or r.forget)
+
+
+def apply_sync(
+    session: Session, agent_id: str, request: SyncRequest, *, kill_grace: float
+) -> SyncOutcome:
+    """Record the agent's view and answer it (see the module docstring); commits."""
+    known = session.get(Agent, agent_id)
+    changed = known is None or not known.connected
+    register_agent(
+        session,
+        agent_id,
+        slots=[(s.id, s.device_type, s.brand, s.uuid) for s in request.slots],
+        resource_pool=request.resource_pool,
+        addresses=request.addresses,
+        version=request.version,
+    )
+    rows = {
+        (c.allocation_id, c.rank): c
+        for c in session.scalars(select(Container).where(Container.agent_id == agent_id))
+    }
+    allocations = {
+        a.id: a
+        for a in session.scalars(
+            select(Allocation).where(Allocation.id.in_({key[0] for key in rows}))
+        )
+    }
+    kill: set[str] = set()
+    forget: list[str] = []
+    reported: set[tuple[str, int]] = set()
+    for status in request.containers:
+        key = (status.allocation_id, status.rank)
+        reported.add(key)
+        row = rows.get(key)
+        allocation = allocations.get(status.allocation_id)
+        if status.state == "EXITED":
+            if row is not None and row.state != "EXITED":
+                row.state = "EXITED"
+                row.exit_code = status.exit_code
+                row.exit_reason = status.exit_reason
+                row.exited_at = utcnow()
+                changed = True
+            forget.append(f"{status.allocation_id}/{status.rank}")
+            continue
+        if row is None or row.state == "EXITED" or allocation is None:
+            kill.add(status.allocation_id)
+            continue
+        if allocation.state in _KILLING:
+            kill.add(status.allocation_id)
+        if status.state == "RUNNING" and row.state in ("ASSIGNED", "STARTING"):
+            row.state = "RUNNING"
+            if allocation.state in ("ASSIGNED", "PULLING", "STARTING"):
+                set_allocation_state(session, allocation, "RUNNING")
+        elif status.state == "STARTING" and row.state == "ASSIGNED":
+            row.state = "STARTING"
+            if allocation.state == "ASSIGNED":
+                set_allocation_state(session, allocation, "STARTING")
+    start: list[TaskSpec] = []
+    for key, row in rows.items():
+        if key in reported or row.state not in ("ASSIGNED", "STARTING"):
+            continue
+        allocation = allocations.get(row.allocation_id)
+        if allocation is None or allocation.state in _KILLING:
+            row.state = "EXITED"
+            row.exit_reason = "killed before it started"
+            row.exited_at = utcnow()
+            changed = True
+            continue
+        start.append(TaskSpec.model_validate(row.spec))
+    session.commit()
+    response = SyncResponse(
+        start=start, kill=sorted(kill), forget=forget, kill_grace_seconds=kill_grace
+    )
+    return SyncOutcome(response=response, changed=changed)

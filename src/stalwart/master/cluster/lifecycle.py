@@ -1,0 +1,184 @@
+"""The trial lifecycle: what an allocation's end means for its trial (wire doc 5.5 exit table).
+
+Everything here changes rows through :mod:`stalwart.master.transitions`, flushes and never
+commits; the cluster loop calls it inside one short transaction per allocation.
+
+:func:`end_allocation` contract (a trial's allocation ended with ``exit_code``; ``None`` means the
+agent lost it or could not start it):
+
+- trial ACTIVE, stopped by its searcher: COMPLETED (the searcher wanted it stopped);
+- trial ACTIVE that reported invalid hyperparameters: COMPLETED, an early exit (INVALID_HP);
+- trial ACTIVE, exit 0 after acknowledging a preemption: preempted, so it stays ACTIVE and the
+  loop gives it a new allocation that resumes from its latest checkpoint;
+- trial ACTIVE, exit 0: COMPLETED;
+- trial ACTIVE, any other exit: restarted (``restarts`` + 1; a new allocation resumes from the
+  latest checkpoint) while ``restarts < max_restarts``, else ERROR (an early exit, ERRORED);
+- trial PAUSED: stays PAUSED (activate resumes it);
+- trial STOPPING_*: settles to its terminal state once nothing runs; a trial killed by a user
+  while its experiment runs is reported to the searcher as USER_CANCELED.
+
+The result says which searcher event the trial's end is (:class:`TrialExit`), if any; the caller
+feeds it to the experiment's searcher. Each step writes one line to the trial's logs (source
+``master``) so users see why a trial restarted or ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Trial, utcnow
+from stalwart.master.searcher.base import ExitedReason
+from stalwart.master.services.agents import release_slots
+from stalwart.master.services.experiments import settle_experiment, settle_trial
+from stalwart.master.transitions import TRIAL_TERMINAL, set_allocation_state, set_trial_state
+
+__all__ = ["TrialExit", "complete_trial", "end_allocation", "fail_trial", "master_log"]
+
+_INVALID_HP = frozenset({"INVALID_HP", "EXITED_REASON_INVALID_HP", "INIT_INVALID_HP"})
+
+
+@dataclass(frozen=True)
+class TrialExit:
+    """A trial left the search: ``reason`` None means it exited normally (or was stopped)."""
+
+    experiment_id: int
+    trial_id: int
+    request_id: str
+    reason: ExitedReason | None = None
+
+
+def master_log(session: Session, task_id: str, allocation_id: str | None, text: str) -> None:
+    """One line in a task's logs from the master itself (source ``master``).
+
+    The task id is remembered in ``session.info["log_tasks"]``: after the commit, wake the
+    task's log followers (:func:`stalwart.master.state.task_logs_key`).
+    """
+    session.info.setdefault("log_tasks", set()).add(task_id)
+    session.add(
+        TaskLog(
+            task_id=task_id,
+            allocation_id=allocation_id,
+            timestamp=utcnow(),
+            level="LOG_LEVEL_INFO",
+            stdtype="stdout",
+            source="master",
+            log=text if text.endswith("\n") else text + "\n",
+        )
+    )
+
+
+def complete_trial(session: Session, trial: Trial) -> TrialExit:
+    """An ACTIVE (or PAUSED) trial finished: COMPLETED; a normal searcher exit."""
+    set_trial_state(session, trial, "COMPLETED")
+    reason = None
+    if (trial.early_exit_reason or "") in _INVALID_HP:
+        reason = ExitedReason.INVALID_HP
+    return TrialExit(trial.experiment_id, trial.id, trial.request_id, reason)
+
+
+def fail_trial(session: Session, trial: Trial) -> TrialExit:
+    """A trial errored for good: ERROR; an early searcher exit (ERRORED)."""
+    if trial.state not in ("STOPPING_ERROR", "ERROR"):
+        set_trial_state(session, trial, "STOPPING_ERROR")
+    set_trial_state(session, trial, "ERROR")
+    return TrialExit(trial.experiment_id, trial.id, trial.request_id, ExitedReason.ERRORED)
+
+
+def _describe(exit_code: int | None, reason: str | None) -> str:
+    if exit_code is None:
+        return reason or "it was lost"
+    if exit_code < 0:
+        return f"it was killed by signal {-exit_code}"
+    return f"it exited with code {exit_code}"
+
+
+def _max_restarts(experiment: Experiment) -> int:
+    value = experiment.config.get("max_restarts")
+    return int(value) if isinstance(value, int) else 5
+
+
+def end_allocation(
+    session: Session, allocation: Allocation, exit_code: int | None, reason: str | None = None
+) -> TrialExit | None:
+    """Record the end of ``allocation`` and decide its trial's fate (see the module contract)."""
+    if allocation.state == "TERMINATED":
+        return None
+    allocation.exit_code = exit_code
+    allocation.exit_reason = reason
+    set_allocation_state(session, allocation, "TERMINATED")
+    release_slots(session, allocation.id)
+    task = session.get(Task, allocation.task_id)
+    if task is not None and task.end_time is None and task.trial_id is None:
+        task.end_time = utcnow()
+    trial = session.get(Trial, task.trial_id) if task and task.trial_id else None
+    if trial is None:
+        return None
+    experiment = session.get(Experiment, trial.experiment_id)
+    if experiment is None:
+        return None
+    result = _trial_outcome(session, experiment, trial, allocation, exit_code, reason)
+    session.flush()
+    settle_experiment(session, experiment)
+    session.flush()
+    return result
+
+
+def _trial_outcome(
+    session: Session,
+    experiment: Experiment,
+    trial: Trial,
+    allocation: Allocation,
+    exit_code: int | None,
+    reason: str | None,
+) -> TrialExit | None:
+    what = _describe(exit_code, reason)
+
+    def log(text: str) -> None:
+        master_log(session, trial.task_id, allocation.id, text)
+
+    if trial.state.startswith("STOPPING_"):
+        was_killed = trial.state == "STOPPING_KILLED"
+        settle_trial(session, trial)
+        log(f"trial {trial.id} stopped ({what}): {trial.state}")
+        if was_killed and trial.state in TRIAL_TERMINAL and experiment.state == "ACTIVE":
+            return TrialExit(experiment.id, trial.id, trial.request_id, ExitedReason.USER_CANCELED)
+        return None
+    if trial.state != "ACTIVE":
+        log(f"trial {trial.id} is {trial.state}: its run ended ({what})")
+        return None
+    if trial.searcher_stopped:
+        log(f"trial {trial.id} was stopped by the searcher ({what})")
+        return complete_trial(session, trial)
+    if (trial.early_exit_reason or "") in _INVALID_HP:
+        log(f"trial {trial.id} reported invalid hyperparameters ({what})")
+        return complete_trial(session, trial)
+    if exit_code == 0 and allocation.preempt_acked:
+        log(f"trial {trial.id} was preempted ({what}); it resumes from its latest checkpoint")
+        return None
+    if exit_code == 0:
+        log(f"trial {trial.id} completed")
+        return complete_trial(session, trial)
+    limit = _max_restarts(experiment)
+    if trial.restarts < limit:
+        trial.restarts += 1
+        log(
+            f"trial {trial.id} failed ({what}); restarting from its latest checkpoint "
+            f"(restart {trial.restarts} of {limit})"
+        )
+        return None
+    log(f"trial {trial.id} failed ({what}) and has used its {limit} restarts: ERROR")
+    return fail_trial(session, trial)
+
+
+def live_allocations(session: Session, trial: Trial) -> list[Allocation]:
+    """The trial's allocations that have not ended."""
+    return list(
+        session.scalars(
+            select(Allocation).where(
+                Allocation.task_id == trial.task_id, Allocation.state != "TERMINATED"
+            )
+        )
+    )

@@ -1,0 +1,318 @@
+"""The cluster loop: one thread that makes experiments run.
+
+Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seconds):
+
+1. **Lost agents**: an agent silent for ``cluster.agent_timeout`` (counted from the master's
+   start at the earliest, so agents can reattach after a master restart) is disconnected and its
+   unfinished containers are recorded as lost.
+2. **Ended allocations**: an allocation whose containers all exited ends
+   (:func:`~stalwart.master.cluster.lifecycle.end_allocation`); one with a failed container while
+   others run is killed (TERMINATING) first.
+3. **Searchers**: every experiment with news (hinted, or with trial exits from step 2, or all of
+   them on a periodic sweep) is driven (:func:`~stalwart.master.cluster.search.drive`).
+4. **Requests**: each ACTIVE trial of an ACTIVE experiment with nothing live gets a PENDING
+   allocation (new trials, restarts, resumed trials).
+5. **Scheduling**: a snapshot is read, :func:`~stalwart.master.scheduler.schedule` decides, each
+   assignment is claimed in its own transaction and its agents are woken; preemptions are
+   signalled.
+6. **Preemption timeouts**: a task asked to preempt that has not exited after
+   ``cluster.preemption_timeout`` is killed.
+7. **Settling and checkpoint GC**: stopping experiments whose trials ended reach their terminal
+   state; ended experiments get their checkpoint GC.
+
+Every step reads the database afresh and commits in short transactions; a crash at any point
+loses nothing (the next round, or the next master, carries on). Signals are delivered after
+their commit. A round that raises is logged and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from stalwart.master.cluster.agent_sync import agent_key
+from stalwart.master.cluster.checkpoint_gc import collect_experiment
+from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
+from stalwart.master.cluster.placement import PLACED_STATES, claim, read_snapshot
+from stalwart.master.cluster.search import DRIVEN_STATES, drive
+from stalwart.master.db.tables import Agent, Allocation, Container, Experiment, Trial, utcnow
+from stalwart.master.scheduler import schedule
+from stalwart.master.services.allocations import request_preemption
+from stalwart.master.services.experiments import Signals, settle_experiment
+from stalwart.master.services.tasks import start_allocation
+from stalwart.master.state import MasterState, allocation_key, task_logs_key
+from stalwart.master.transitions import EXPERIMENT_TERMINAL, set_allocation_state
+
+__all__ = ["ClusterLoop"]
+
+log = logging.getLogger("stalwart.cluster")
+
+_SWEEP_SECONDS = 5.0
+
+
+class ClusterLoop:
+    """The loop's thread (see the module docstring). ``start`` and ``stop`` are idempotent."""
+
+    def __init__(self, state: MasterState) -> None:
+        self.state = state
+        self.settings = state.settings.cluster
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._last_sweep = 0.0
+        self._preempt_seen: dict[str, float] = {}
+        self.rounds = 0
+
+    # -- thread ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="stalwart-cluster", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.state.hints.poke()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        hints = self.state.hints
+        while not self._stop.is_set():
+            hints.event.wait(self.settings.tick)
+            hints.event.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.run_round()
+            except Exception:
+                log.exception("cluster round failed; retrying next round")
+                time.sleep(0.2)
+
+    # -- one round ---------------------------------------------------------------------------
+
+    def run_round(self) -> None:
+        """Run steps 1-7 once (also callable directly, e.g. from tests)."""
+        self.rounds += 1
+        self._reap_lost_agents()
+        exits = self._end_allocations()
+        experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
+        now = time.monotonic()
+        sweep = now - self._last_sweep >= _SWEEP_SECONDS
+        if sweep:
+            self._last_sweep = now
+        self._drive(experiments, exits, sweep=sweep)
+        self._request_allocations()
+        self._schedule()
+        self._preemption_timeouts()
+        self._settle_and_collect()
+
+    def _session(self) -> Session:
+        return self.state.sessions()
+
+    def _commit(self, session: Session, signals: Signals | None = None) -> None:
+        """Commit, then wake log followers, long-polls and agents of what changed."""
+        tasks = session.info.pop("log_tasks", set())
+        session.commit()
+        notifier = self.state.notifier
+        for task_id in tasks:
+            notifier.notify(task_logs_key(task_id))
+        if signals is not None:
+            self._wake(session, signals.allocation_ids())
+
+    def _wake(self, session: Session, allocation_ids: Iterable[str]) -> None:
+        ids = sorted(set(allocation_ids))
+        if not ids:
+            return
+        for allocation_id in ids:
+            self.state.notifier.notify(allocation_key(allocation_id))
+        agents = session.scalars(
+            select(Container.agent_id).where(Container.allocation_id.in_(ids)).distinct()
+        )
+        for agent_id in list(agents):
+            self.state.notifier.notify(agent_key(agent_id))
+
+    # 1. lost agents
+    def _reap_lost_agents(self) -> None:
+        timeout = self.settings.agent_timeout
+        if time.monotonic() - self._started < timeout:
+            return
+        cutoff = utcnow().timestamp() - timeout
+        with self._session() as session:
+            lost = [
+                a
+                for a in session.scalars(select(Agent).where(Agent.connected.is_(True)))
+                if a.last_heartbeat.timestamp() < cutoff
+            ]
+            for agent in lost:
+                agent.connected = False
+                for row in session.scalars(
+                    select(Container).where(
+                        Container.agent_id == agent.id, Container.state != "EXITED"
+                    )
+                ):
+                    row.state = "EXITED"
+                    row.exit_code = None
+                    row.exit_reason = f"agent {agent.id} was lost (no sync for {timeout:g}s)"
+                    row.exited_at = utcnow()
+                log.warning("agent %s lost: no sync for %gs", agent.id, timeout)
+            if lost:
+                session.commit()
+
+    # 2. ended allocations
+    def _end_allocations(self) -> list[TrialExit]:
+        exits: list[TrialExit] = []
+        with self._session() as session:
+            candidates = list(
+                session.scalars(
+                    select(Allocation.id)
+                    .join(Container, Container.allocation_id == Allocation.id)
+                    .where(Container.state == "EXITED", Allocation.state != "TERMINATED")
+                    .distinct()
+                )
+            )
+        for allocation_id in candidates:
+            with self._session() as session:
+                allocation = session.get(Allocation, allocation_id)
+                if allocation is None or allocation.state == "TERMINATED":
+                    continue
+                rows = list(
+                    session.scalars(
+                        select(Container)
+                        .where(Container.allocation_id == allocation_id)
+                        .order_by(Container.rank)
+                    )
+                )
+                failed = [r for r in rows if r.state == "EXITED" and r.exit_code != 0]
+                if all(r.state == "EXITED" for r in rows):
+                    first = failed[0] if failed else None
+                    code = first.exit_code if first is not None else 0
+                    reason = first.exit_reason if first is not None else None
+                    exit_ = end_allocation(session, allocation, code, reason)
+                    self._commit(session)
+                    if exit_ is not None:
+                        exits.append(exit_)
+                elif failed and allocation.state != "TERMINATING":
+                    set_allocation_state(session, allocation, "TERMINATING")
+                    self._commit(session, Signals(kill={allocation_id}))
+        return exits
+
+    # 3. searchers
+    def _drive(self, hinted: set[int], exits: list[TrialExit], *, sweep: bool) -> None:
+        by_experiment: dict[int, list[TrialExit]] = {}
+        for exit_ in exits:
+            by_experiment.setdefault(exit_.experiment_id, []).append(exit_)
+        ids = set(hinted) | set(by_experiment)
+        if sweep:
+            with self._session() as session:
+                ids |= set(
+                    session.scalars(
+                        select(Experiment.id).where(Experiment.state.in_(DRIVEN_STATES))
+                    )
+                )
+        for experiment_id in sorted(ids):
+            with self._session() as session:
+                experiment = session.get(Experiment, experiment_id)
+                if experiment is None:
+                    continue
+                signals = drive(session, experiment, by_experiment.get(experiment_id, ()))
+                self._commit(session, signals)
+
+    # 4. requests
+    def _request_allocations(self) -> None:
+        with self._session() as session:
+            live = exists().where(
+                Allocation.task_id == Trial.task_id, Allocation.state != "TERMINATED"
+            )
+            rows = session.execute(
+                select(Trial, Experiment.config, Experiment.resource_pool)
+                .join(Experiment, Experiment.id == Trial.experiment_id)
+                .where(
+                    Trial.state == "ACTIVE",
+                    Trial.searcher_stopped.is_(False),
+                    Experiment.state == "ACTIVE",
+                    ~live,
+                )
+                .order_by(Trial.id)
+            ).all()
+            for trial, config, pool in rows:
+                resources = config.get("resources") or {}
+                slots = resources.get("slots_per_trial")
+                start_allocation(
+                    session,
+                    trial.task_id,
+                    slots=slots if isinstance(slots, int) else 1,
+                    resource_pool=pool or "default",
+                )
+            if rows:
+                session.commit()
+
+    # 5. scheduling
+    def _schedule(self) -> None:
+        with self._session() as session:
+            snapshot = read_snapshot(session, self.state.settings)
+        if not any(not r.running for r in snapshot.requests):
+            return
+        decision = schedule(snapshot)
+        for allocation_id, placement in sorted(decision.assignments.items()):
+            with self._session() as session:
+                claimed = claim(session, allocation_id, placement, cluster_id=self.state.cluster_id)
+            if claimed is not None:
+                for agent_id in claimed.agent_ids:
+                    self.state.notifier.notify(agent_key(agent_id))
+        for allocation_id in decision.preemptions:
+            with self._session() as session:
+                request_preemption(session, allocation_id)
+                self._commit(session, Signals(preempt={allocation_id}))
+
+    # 6. preemption timeouts
+    def _preemption_timeouts(self) -> None:
+        now = time.monotonic()
+        with self._session() as session:
+            asked = list(
+                session.scalars(
+                    select(Allocation).where(
+                        Allocation.preempt_requested.is_(True),
+                        Allocation.state.in_([s for s in PLACED_STATES if s != "TERMINATING"]),
+                    )
+                )
+            )
+            seen = {a.id for a in asked}
+            self._preempt_seen = {k: v for k, v in self._preempt_seen.items() if k in seen}
+            overdue = []
+            for allocation in asked:
+                first = self._preempt_seen.setdefault(allocation.id, now)
+                if now - first >= self.settings.preemption_timeout:
+                    set_allocation_state(session, allocation, "TERMINATING")
+                    overdue.append(allocation.id)
+            if overdue:
+                log.warning("killing allocations that did not preempt in time: %s", overdue)
+                self._commit(session, Signals(kill=set(overdue)))
+
+    # 7. settling and checkpoint GC
+    def _settle_and_collect(self) -> None:
+        with self._session() as session:
+            stopping = list(
+                session.scalars(select(Experiment).where(Experiment.state.like("STOPPING_%")))
+            )
+            moved = [e for e in stopping if settle_experiment(session, e)]
+            if moved:
+                session.commit()
+            ended = list(
+                session.scalars(
+                    select(Experiment.id).where(
+                        Experiment.state.in_(EXPERIMENT_TERMINAL - {"DELETED"}),
+                        Experiment.checkpoints_collected.is_(False),
+                    )
+                )
+            )
+        for experiment_id in ended:
+            collect_experiment(self.state.sessions, experiment_id)

@@ -1,0 +1,303 @@
+"""One scheduling round against the database: read a snapshot, place what the policy decides.
+
+- :func:`read_snapshot` reads agents, slots and every allocation that waits or holds slots into
+  a :class:`~stalwart.master.scheduler.Snapshot` (call it in a short transaction and close it
+  before deciding).
+- :func:`claim` applies one assignment in its own transaction: a compare-and-set claim of the
+  slots (``UPDATE slots ... WHERE allocation_id IS NULL``, row counts checked), the allocation's
+  ports and token, one :class:`~stalwart.master.db.tables.Container` per agent with its
+  :class:`~stalwart.agent.protocol.TaskSpec`, and ASSIGNED through the transitions module. A
+  stale snapshot makes the claim fail (returns None, nothing written); the next round decides
+  again. The snapshot is never trusted over the database.
+
+Device type of a request: the pool's GPU type when its agents have GPUs, else ``cpu`` (agents
+without GPUs offer CPU slots, as Determined's do).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from stalwart.master.db.tables import (
+    Agent,
+    Allocation,
+    Checkpoint,
+    Container,
+    Experiment,
+    Slot,
+    Task,
+    Trial,
+    User,
+)
+from stalwart.master.scheduler import (
+    AgentView,
+    DeviceType,
+    FittingPolicy,
+    GroupLimits,
+    Placement,
+    PoolSettings,
+    Request,
+    SchedulerType,
+    SlotView,
+    Snapshot,
+)
+from stalwart.master.services.allocations import LOOPBACK, container_id
+from stalwart.master.services.auth import token_sha256
+from stalwart.master.services.task_spec import (
+    ContainerPlan,
+    free_port_offset,
+    ports_for,
+    trial_task_specs,
+)
+from stalwart.master.settings import MasterSettings
+from stalwart.master.transitions import set_allocation_state
+
+__all__ = ["PLACED_STATES", "Claimed", "claim", "pool_settings", "read_snapshot"]
+
+PLACED_STATES = ("ASSIGNED", "PULLING", "STARTING", "RUNNING", "TERMINATING")
+"""Allocation states that hold slots."""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A committed placement: the agents to wake."""
+
+    allocation_id: str
+    agent_ids: tuple[str, ...]
+
+
+def pool_settings(settings: MasterSettings) -> dict[str, PoolSettings]:
+    """The scheduler settings of each configured resource pool."""
+    out: dict[str, PoolSettings] = {}
+    for entry in settings.resource_pools:
+        name = entry.get("pool_name")
+        sched = entry.get("scheduler") or {}
+        if not isinstance(name, str) or not isinstance(sched, Mapping):
+            continue
+        kind: SchedulerType = "fair_share" if sched.get("type") == "fair_share" else "priority"
+        fitting: FittingPolicy = "worst" if sched.get("fitting_policy") == "worst" else "best"
+        out[name] = PoolSettings(
+            scheduler=kind, preemption=bool(sched.get("preemption", False)), fitting_policy=fitting
+        )
+    return out
+
+
+def _resources(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = config.get("resources")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _pool_device(slots: Sequence[Slot]) -> DeviceType:
+    kinds = {s.device_type for s in slots}
+    if "cuda" in kinds:
+        return "cuda"
+    if "rocm" in kinds:
+        return "rocm"
+    return "cpu"
+
+
+def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
+    """The cluster as the scheduler sees it (see the module docstring)."""
+    agents = list(session.scalars(select(Agent).where(Agent.connected.is_(True))))
+    slots_by_agent: dict[str, list[Slot]] = {a.id: [] for a in agents}
+    for slot in session.scalars(select(Slot).order_by(Slot.agent_id, Slot.device_index)):
+        if slot.agent_id in slots_by_agent:
+            slots_by_agent[slot.agent_id].append(slot)
+    pool_devices: dict[str, DeviceType] = {}
+    views = []
+    for agent in agents:
+        slots = slots_by_agent[agent.id]
+        views.append(
+            AgentView(
+                id=agent.id,
+                pool=agent.resource_pool,
+                enabled=agent.enabled,
+                draining=agent.draining,
+                slots=tuple(
+                    SlotView(
+                        id=s.slot_id,
+                        device_type=_device(s.device_type),
+                        free=s.allocation_id is None,
+                        enabled=s.enabled and not s.draining,
+                    )
+                    for s in slots
+                ),
+            )
+        )
+        if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
+            pool_devices[agent.resource_pool] = _pool_device(slots)
+    rows = session.execute(
+        select(Allocation, Experiment.id, Experiment.config)
+        .join(Task, Task.task_id == Allocation.task_id)
+        .join(Experiment, Experiment.id == Task.experiment_id)
+        .where(Allocation.state != "TERMINATED")
+        .order_by(Allocation.id)
+    ).all()
+    placed = _assignments(session, [row[0].id for row in rows if row[0].state in PLACED_STATES])
+    requests, groups = [], {}
+    for allocation, exp_id, config in rows:
+        res = _resources(config or {})
+        running = allocation.state in PLACED_STATES
+        priority = res.get("priority")
+        requests.append(
+            Request(
+                allocation_id=allocation.id,
+                group_id=str(exp_id),
+                slots_needed=allocation.slots,
+                pool=allocation.resource_pool,
+                priority=int(priority) if isinstance(priority, int) else 42,
+                weight=float(res.get("weight") or 1.0),
+                submitted_order=int(exp_id),
+                is_single_node=bool(res.get("is_single_node", False)),
+                device_type=pool_devices.get(allocation.resource_pool, "cpu"),
+                running=running,
+                assignment=placed.get(allocation.id, ()) if running else (),
+                preempting=bool(allocation.preempt_requested) if running else False,
+            )
+        )
+        max_slots = res.get("max_slots")
+        groups[str(exp_id)] = GroupLimits(
+            group_id=str(exp_id), max_slots=max_slots if isinstance(max_slots, int) else None
+        )
+    return Snapshot(
+        agents=tuple(views),
+        requests=tuple(r for r in requests if not r.running or r.assignment),
+        groups=tuple(groups.values()),
+        pools=pool_settings(settings),
+    )
+
+
+def _device(value: str) -> DeviceType:
+    return "cuda" if value == "cuda" else "rocm" if value == "rocm" else "cpu"
+
+
+def _assignments(session: Session, allocation_ids: Sequence[str]) -> dict[str, Placement]:
+    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    if not allocation_ids:
+        return {}
+    rows = session.scalars(
+        select(Container)
+        .where(Container.allocation_id.in_(list(allocation_ids)))
+        .order_by(Container.allocation_id, Container.rank)
+    )
+    for row in rows:
+        out.setdefault(row.allocation_id, []).append(
+            (row.agent_id, tuple(str(s) for s in row.slot_ids))
+        )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _used_offsets(session: Session, agent_ids: Sequence[str]) -> set[int]:
+    rows = session.scalars(
+        select(Allocation.ports)
+        .join(Container, Container.allocation_id == Allocation.id)
+        .where(Container.agent_id.in_(list(agent_ids)), Allocation.state != "TERMINATED")
+    )
+    return {int(p["offset"]) for p in rows if isinstance(p, Mapping) and "offset" in p}
+
+
+def claim(
+    session: Session,
+    allocation_id: str,
+    placement: Placement,
+    *,
+    cluster_id: str,
+) -> Claimed | None:
+    """Apply one assignment (see the module docstring); commits on success."""
+    allocation = session.get(Allocation, allocation_id)
+    if allocation is None or allocation.state not in ("PENDING", "WAITING"):
+        return None
+    for agent_id, slot_ids in placement:
+        if not slot_ids:
+            continue
+        claimed = session.execute(
+            update(Slot)
+            .where(
+                Slot.agent_id == agent_id,
+                Slot.slot_id.in_(list(slot_ids)),
+                Slot.allocation_id.is_(None),
+                Slot.enabled.is_(True),
+            )
+            .values(allocation_id=allocation_id)
+            .execution_options(synchronize_session=False)
+        )
+        if claimed.rowcount != len(slot_ids):  # type: ignore[attr-defined]
+            session.rollback()
+            return None
+    agent_ids = [agent_id for agent_id, _ in placement]
+    offset = free_port_offset(_used_offsets(session, agent_ids))
+    ports = ports_for(offset)
+    allocation.ports = {"offset": offset, **ports}
+    token = secrets.token_urlsafe(32)
+    allocation.token_sha256 = token_sha256(token)
+    allocation.agent_id = agent_ids[0]
+    plans = _plans(session, placement)
+    task = session.get(Task, allocation.task_id)
+    trial = session.get(Trial, task.trial_id) if task and task.trial_id else None
+    if trial is None:
+        session.rollback()
+        return None
+    experiment = session.get(Experiment, trial.experiment_id)
+    assert experiment is not None
+    owner = session.get(User, experiment.owner_id)
+    latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    has_context = session.scalar(
+        select(Experiment.model_definition.is_not(None)).where(Experiment.id == experiment.id)
+    )
+    slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
+    device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
+    specs = trial_task_specs(
+        experiment=experiment,
+        trial=trial,
+        allocation=allocation,
+        token=token,
+        containers=plans,
+        container_ids=[container_id(allocation.id, p.rank) for p in plans],
+        device_type=device,
+        cluster_id=cluster_id,
+        username=owner.username if owner else "",
+        ports=ports,
+        latest=latest if latest is not None and latest.state == "COMPLETED" else None,
+        has_context=bool(has_context),
+    )
+    for plan, spec in zip(plans, specs, strict=True):
+        session.add(
+            Container(
+                allocation_id=allocation.id,
+                rank=plan.rank,
+                agent_id=plan.agent_id,
+                slot_ids=list(plan.slot_ids),
+                state="ASSIGNED",
+                spec=spec.model_dump(mode="json"),
+            )
+        )
+    set_allocation_state(session, allocation, "ASSIGNED")
+    session.commit()
+    return Claimed(allocation_id, tuple(agent_ids))
+
+
+def _plans(session: Session, placement: Placement) -> list[ContainerPlan]:
+    plans = []
+    for rank, (agent_id, slot_ids) in enumerate(placement):
+        agent = session.get(Agent, agent_id)
+        address = str(agent.addresses[0]) if agent is not None and agent.addresses else LOOPBACK
+        indices = []
+        for slot_id in slot_ids:
+            slot = session.get(Slot, (agent_id, slot_id))
+            indices.append(slot.device_index if slot is not None else 0)
+        plans.append(
+            ContainerPlan(
+                rank=rank,
+                agent_id=agent_id,
+                address=address,
+                slot_ids=tuple(slot_ids),
+                device_indices=tuple(indices),
+            )
+        )
+    return plans

@@ -1,0 +1,187 @@
+"""Driving an experiment's searcher from the database (Determined 0.38 semantics, wire doc 6).
+
+The searcher itself is pure (:mod:`stalwart.master.searcher`); this module is the one place that
+loads it, feeds it events and carries out its actions, all inside the caller's transaction:
+
+- :func:`drive` loads the searcher from ``experiments.searcher_state`` (or creates it and takes
+  its initial actions), feeds it the validation reports stored since its cursor (the id of the
+  last ``metric_reports`` row it saw), the trials' progress and any :class:`TrialExit` events,
+  carries out the resulting actions, and saves the snapshot and cursor back. Because the
+  snapshot, the cursor and the rows the actions create commit together, a master killed at any
+  point re-reads exactly the events the saved searcher has not seen: nothing is fed twice and no
+  trial is created twice.
+- ``Create`` adds a trial (PAUSED while the experiment is paused; the loop gives ACTIVE trials
+  allocations). ``Stop`` marks the trial ``searcher_stopped`` and asks its allocations to
+  preempt; a trial with nothing running completes at once. ``Shutdown`` moves the experiment to
+  STOPPING_COMPLETED (or STOPPING_CANCELED / STOPPING_ERROR) and settles it.
+- A :class:`~stalwart.master.searcher.base.SearcherMetricError` (a validation without the
+  searcher metric) moves the experiment to STOPPING_ERROR, stops its trials, and writes the
+  message to the offending trial's logs.
+
+Experiments that are stopping or terminal are not driven. Returns the :class:`Signals` to
+deliver after the commit.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stalwart.config import ExperimentConfig
+from stalwart.master.cluster.lifecycle import (
+    TrialExit,
+    complete_trial,
+    live_allocations,
+    master_log,
+)
+from stalwart.master.db.tables import Experiment, MetricReport, Trial
+from stalwart.master.searcher.actions import Action, Create, Shutdown, Stop
+from stalwart.master.searcher.base import SearcherMetricError, SearchMethod
+from stalwart.master.searcher.factory import make_searcher
+from stalwart.master.services.experiments import (
+    Signals,
+    apply_error,
+    settle_experiment,
+    stop_allocations,
+)
+from stalwart.master.services.tasks import create_trial
+from stalwart.master.transitions import set_experiment_state
+
+__all__ = ["DRIVEN_STATES", "drive"]
+
+DRIVEN_STATES = frozenset({"ACTIVE", "PAUSED"})
+"""Experiment states in which the searcher runs."""
+
+_VALIDATION_BATCH = 5000
+
+
+def _load(experiment: Experiment) -> tuple[SearchMethod, int, list[Action]]:
+    """The searcher, its metric cursor, and its initial actions when it is new."""
+    config = ExperimentConfig.model_validate(experiment.config)
+    searcher = make_searcher(config)
+    saved = experiment.searcher_state
+    if saved and "snapshot" in saved:
+        searcher.restore(saved["snapshot"])
+        return searcher, int(saved.get("cursor", 0)), []
+    return searcher, 0, searcher.initial_actions()
+
+
+def _new_validations(
+    session: Session, experiment: Experiment, cursor: int
+) -> list[tuple[int, str, dict[str, Any]]]:
+    rows = session.execute(
+        select(MetricReport.id, Trial.request_id, MetricReport.metrics)
+        .join(Trial, Trial.id == MetricReport.trial_id)
+        .where(
+            Trial.experiment_id == experiment.id,
+            MetricReport.group == "validation",
+            MetricReport.id > cursor,
+        )
+        .order_by(MetricReport.id)
+        .limit(_VALIDATION_BATCH)
+    ).all()
+    return [(int(i), str(r), dict(m or {})) for i, r, m in rows]
+
+
+def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] = ()) -> Signals:
+    """Feed the experiment's searcher everything new and carry out its actions (no commit)."""
+    signals = Signals()
+    if experiment.state not in DRIVEN_STATES:
+        return signals
+    searcher, cursor, actions = _load(experiment)
+    pending: deque[Action] = deque(actions)
+    trials = {
+        t.request_id: t
+        for t in session.scalars(select(Trial).where(Trial.experiment_id == experiment.id))
+    }
+    current = ""
+    try:
+        for exit_ in exits:
+            pending.extend(_feed_exit(searcher, exit_))
+        while True:
+            batch = _new_validations(session, experiment, cursor)
+            for report_id, request_id, metrics in batch:
+                cursor, current = report_id, request_id
+                pending.extend(searcher.on_validation(request_id, metrics))
+            if len(batch) < _VALIDATION_BATCH:
+                break
+        for request_id, trial in trials.items():
+            if trial.progress is not None and trial.state not in ("COMPLETED", "ERROR"):
+                searcher.on_trial_progress(request_id, float(trial.progress))
+        _carry_out(session, experiment, searcher, trials, pending, signals)
+    except SearcherMetricError as exc:
+        offender = trials.get(current)
+        if offender is not None:
+            master_log(session, offender.task_id, None, f"searcher: {exc}")
+        signals.merge(apply_error(session, experiment))
+        experiment.searcher_state = {"snapshot": searcher.snapshot(), "cursor": cursor}
+        return signals
+    experiment.searcher_state = {"snapshot": searcher.snapshot(), "cursor": cursor}
+    progress = searcher.progress()
+    if experiment.progress != progress:
+        experiment.progress = progress
+    session.flush()
+    return signals
+
+
+def _feed_exit(searcher: SearchMethod, exit_: TrialExit) -> list[Action]:
+    if exit_.reason is None:
+        return searcher.on_trial_exited(exit_.request_id)
+    return searcher.on_trial_exited_early(exit_.request_id, exit_.reason)
+
+
+def _carry_out(
+    session: Session,
+    experiment: Experiment,
+    searcher: SearchMethod,
+    trials: dict[str, Trial],
+    pending: deque[Action],
+    signals: Signals,
+) -> None:
+    while pending:
+        action = pending.popleft()
+        if isinstance(action, Create):
+            trials[action.request_id] = create_trial(
+                session,
+                experiment,
+                hparams=action.hparams,
+                seed=action.trial_seed,
+                request_id=action.request_id,
+                state="ACTIVE" if experiment.state == "ACTIVE" else "PAUSED",
+            )
+        elif isinstance(action, Stop):
+            trial = trials[action.request_id]
+            if trial.state in ("COMPLETED", "ERROR", "CANCELED") or trial.searcher_stopped:
+                continue
+            trial.searcher_stopped = True
+            signals.merge(stop_allocations(session, trial, kill=False))
+            if not live_allocations(session, trial) and trial.state == "ACTIVE":
+                pending.extend(_feed_exit(searcher, complete_trial(session, trial)))
+        elif isinstance(action, Shutdown):
+            _shutdown(session, experiment, action)
+            return
+
+
+def _shutdown(session: Session, experiment: Experiment, action: Shutdown) -> None:
+    stopping = "STOPPING_COMPLETED"
+    if action.failure:
+        stopping = "STOPPING_ERROR"
+    elif action.cancel:
+        stopping = "STOPPING_CANCELED"
+    if experiment.state == "PAUSED" and stopping == "STOPPING_COMPLETED":
+        set_experiment_state(session, experiment, "ACTIVE")
+    set_experiment_state(session, experiment, stopping)
+    session.flush()
+    settle_experiment(session, experiment)
+
+
+def exits_by_experiment(exits: Iterable[TrialExit]) -> dict[int, list[TrialExit]]:
+    """Group trial exits by experiment id, in order."""
+    out: dict[int, list[TrialExit]] = {}
+    for exit_ in exits:
+        out.setdefault(exit_.experiment_id, []).append(exit_)
+    return out

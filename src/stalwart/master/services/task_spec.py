@@ -1,0 +1,216 @@
+"""The task contract of a trial's container: its command, environment and info files.
+
+:func:`trial_task_specs` builds one :class:`~stalwart.agent.protocol.TaskSpec` per container of
+a placed allocation, following the wire doc (5.2 environment, 5.3 info files) so that both
+Stalwart's harness and the official ``determined`` harness find what they read. What depends on
+the node (``DET_MASTER`` as that node reaches the master, ``DET_AGENT_ID``, ``DET_RUN_DIR``) is
+added by the agent's runner.
+
+Ports: each allocation gets its own block of the Determined port bases (``C10D_PORT`` and
+friends), chosen by :func:`free_port_offset` so that allocations sharing an agent never collide.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stalwart.agent.protocol import DeviceType, TaskSpec
+from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Trial
+
+__all__ = [
+    "PORT_BASES",
+    "ContainerPlan",
+    "entrypoint_argv",
+    "free_port_offset",
+    "ports_for",
+    "trial_task_specs",
+]
+
+PORT_BASES: Mapping[str, int] = {
+    "DTRAIN_SSH_PORT": 12350,
+    "INTER_TRAIN_PROCESS_COMM_PORT_1": 12360,
+    "INTER_TRAIN_PROCESS_COMM_PORT_2": 12365,
+    "C10D_PORT": 29400,
+}
+"""Determined's port bases; an allocation with offset ``k`` gets ``base + k`` for each."""
+
+_MAX_PORT_OFFSET = 5
+"""Offsets go 0..4 per base before the next base's range (12350 + 4 < 12360)."""
+
+_LEGACY_TRIAL = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    """One container of a placement: its rank, agent, address, slot ids and device indices."""
+
+    rank: int
+    agent_id: str
+    address: str
+    slot_ids: tuple[str, ...]
+    device_indices: tuple[int, ...]
+
+
+def free_port_offset(used: Iterable[int]) -> int:
+    """The smallest port offset not in ``used`` (offsets of live allocations on the same agents).
+
+    Beyond the spacing of Determined's bases, offsets continue in steps of 100 above each base's
+    block (``base + 100 * k``), so any number of allocations on one agent get distinct ports.
+    """
+    taken = set(used)
+    offset = 0
+    while offset in taken:
+        offset += 1
+    return offset
+
+
+def ports_for(offset: int) -> dict[str, int]:
+    """The ports of an allocation with ``offset`` (see :func:`free_port_offset`)."""
+    block, index = divmod(offset, _MAX_PORT_OFFSET)
+    return {name: base + 100 * block + index for name, base in PORT_BASES.items()}
+
+
+def entrypoint_argv(entrypoint: Any, python: str = "python3") -> list[str]:
+    """The command of a config ``entrypoint`` (wire doc 5.4).
+
+    A legacy ``pkg.mod:ClassName`` runs Determined's torch_distributed launcher (it needs the
+    ``determined`` package in the task's Python); any other string runs under ``sh -c``; a list
+    is run as given.
+    """
+    if isinstance(entrypoint, list) and entrypoint:
+        return [str(part) for part in entrypoint]
+    if isinstance(entrypoint, str) and entrypoint.strip():
+        if _LEGACY_TRIAL.match(entrypoint):
+            return [python, "-m", "determined.launch.torch_distributed", "--trial", entrypoint]
+        return ["sh", "-c", entrypoint]
+    raise ValueError("the experiment has no entrypoint: set `entrypoint` in its config")
+
+
+def _user_environment(config: Mapping[str, Any], device: DeviceType) -> dict[str, str]:
+    env_vars = (config.get("environment") or {}).get("environment_variables") or {}
+    entries = env_vars.get(device, []) if isinstance(env_vars, Mapping) else env_vars
+    out: dict[str, str] = {}
+    for entry in entries or []:
+        key, _, value = str(entry).partition("=")
+        if key:
+            out[key] = value
+    return out
+
+
+def _image(config: Mapping[str, Any], device: DeviceType) -> str:
+    image = (config.get("environment") or {}).get("image")
+    if isinstance(image, Mapping):
+        return str(image.get(device) or "")
+    return str(image or "")
+
+
+def trial_task_specs(
+    *,
+    experiment: Experiment,
+    trial: Trial,
+    allocation: Allocation,
+    token: str,
+    containers: Sequence[ContainerPlan],
+    container_ids: Sequence[str],
+    device_type: DeviceType,
+    cluster_id: str,
+    username: str,
+    ports: Mapping[str, int],
+    latest: Checkpoint | None,
+    has_context: bool,
+) -> list[TaskSpec]:
+    """One spec per container of a trial's allocation (ranks in ``containers`` order)."""
+    config = experiment.config
+    argv = entrypoint_argv(config.get("entrypoint"))
+    steps = int(latest.steps_completed or 0) if latest is not None else 0
+    addresses = [c.address for c in containers]
+    slot_counts = [len(c.slot_ids) for c in containers]
+    base_env = {
+        **_user_environment(config, device_type),
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_TASK_ID": trial.task_id,
+        "DET_ALLOCATION_ID": allocation.id,
+        "DET_SESSION_TOKEN": token,
+        "DET_TASK_TYPE": "TRIAL",
+        "DET_TRIAL_ID": str(trial.id),
+        "DET_EXPERIMENT_ID": str(experiment.id),
+        "DET_TRIAL_RUN_ID": str(trial.run_id),
+        "DET_TRIAL_SEED": str(trial.seed),
+        "DET_HPARAMS": json.dumps(trial.hparams),
+        "DET_EXPERIMENT_CONFIG": json.dumps(config),
+        "DET_STEPS_COMPLETED": str(steps),
+        "DET_USER": username,
+        "DET_RESOURCES_TYPE": "docker-container",
+        "DET_SEGMENT_ENABLED": "false",
+        "DET_TASK_LOGGING_METADATA": json.dumps(
+            {"task_id": trial.task_id, "allocation_id": allocation.id}
+        ),
+        **{name: str(port) for name, port in ports.items()},
+    }
+    if latest is not None:
+        base_env["DET_LATEST_CHECKPOINT"] = latest.uuid
+    trial_info = {
+        "trial_id": trial.id,
+        "experiment_id": experiment.id,
+        "trial_seed": trial.seed,
+        "hparams": trial.hparams,
+        "config": config,
+        "steps_completed": steps,
+        "trial_run_id": trial.run_id,
+        "debug": bool(config.get("debug")),
+        "inter_node_network_interface": None,
+    }
+    specs = []
+    for plan, cid in zip(containers, container_ids, strict=True):
+        slot_indices = list(plan.device_indices)
+        cluster_info = {
+            "master_url": "",
+            "cluster_id": cluster_id,
+            "agent_id": plan.agent_id,
+            "slot_ids": slot_indices,
+            "task_id": trial.task_id,
+            "allocation_id": allocation.id,
+            "session_token": token,
+            "task_type": "TRIAL",
+            "master_cert_name": None,
+            "master_cert_file": None,
+            "latest_checkpoint": latest.uuid if latest is not None else None,
+        }
+        rendezvous = {
+            "container_addrs": addresses,
+            "container_rank": plan.rank,
+            "container_slot_counts": slot_counts,
+        }
+        env = {
+            **base_env,
+            "DET_SLOT_IDS": json.dumps(slot_indices),
+            "DET_RESOURCES_ID": cid,
+            "DET_CONTAINER_ID": cid,
+        }
+        specs.append(
+            TaskSpec(
+                allocation_id=allocation.id,
+                task_id=trial.task_id,
+                rank=plan.rank,
+                container_id=cid,
+                slot_ids=list(plan.slot_ids),
+                device_type=device_type,
+                image=_image(config, device_type),
+                argv=argv,
+                env=env,
+                info_files={
+                    "cluster.json": json.dumps(cluster_info),
+                    "trial.json": json.dumps(trial_info),
+                    "rendezvous.json": json.dumps(rendezvous),
+                    "resources.json": json.dumps({"gpu_uuids": []}),
+                },
+                has_context=has_context,
+                token=token,
+                user=username,
+            )
+        )
+    return specs

@@ -1,0 +1,267 @@
+"""The cluster loop against a real database, with the agent protocol driven by the test.
+
+The test plays the agent through the master's own sync service (:func:`apply_sync`, what the
+``/agents/{id}/sync`` route calls): it reports slots and container states and gets specs back.
+Each ``run_round()`` is one round of the loop, so every step is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncRequest, SyncResponse
+from stalwart.master.app import open_state
+from stalwart.master.cluster.agent_sync import apply_sync
+from stalwart.master.cluster.loop import ClusterLoop
+from stalwart.master.db.tables import Allocation, Experiment, Trial, User
+from stalwart.master.services import experiments as exp_svc
+from stalwart.master.services.allocations import ack_preemption
+from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
+from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.state import MasterState
+from tests.master.conftest import make_settings
+
+SINGLE = """\
+name: loop
+entrypoint: python3 train.py
+max_restarts: 1
+hyperparameters:
+  lr: 0.1
+searcher:
+  name: single
+  metric: loss
+"""
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[MasterState]:
+    st = open_state(make_settings(tmp_path / "home", cluster={"agent_timeout": 60}))
+    try:
+        yield st
+    finally:
+        st.engine.dispose()
+
+
+class FakeNode:
+    """The test's side of the agent protocol: what a real agent would report."""
+
+    def __init__(self, state: MasterState, agent_id: str = "n1", slots: int = 1) -> None:
+        self.state = state
+        self.agent_id = agent_id
+        self.slots = [SlotInfo(id=str(i), device_type="cpu") for i in range(slots)]
+        self.containers: dict[tuple[str, int], ContainerStatus] = {}
+
+    def sync(self) -> SyncResponse:
+        request = SyncRequest(slots=self.slots, containers=list(self.containers.values()))
+        with self.state.sessions() as session:
+            response = apply_sync(session, self.agent_id, request, kill_grace=1.0).response
+        for spec in response.start:
+            self.containers[(spec.allocation_id, spec.rank)] = ContainerStatus(
+                allocation_id=spec.allocation_id, rank=spec.rank, state="RUNNING", pid=1
+            )
+        for key in response.forget:
+            allocation_id, rank = key.rsplit("/", 1)
+            self.containers.pop((allocation_id, int(rank)), None)
+        self.last = response
+        return response
+
+    def exit(self, allocation_id: str, code: int | None) -> None:
+        for (aid, rank), status in list(self.containers.items()):
+            if aid == allocation_id:
+                self.containers[(aid, rank)] = status.model_copy(
+                    update={"state": "EXITED", "exit_code": code}
+                )
+
+
+def _create(state: MasterState, text: str = SINGLE, activate: bool = True) -> int:
+    with state.sessions() as session:
+        admin = session.scalars(select(User).where(User.username == "admin")).one()
+        created = create_experiment(
+            session,
+            state.settings,
+            admin,
+            config_text=text,
+            model_definition=[],
+            activate=activate,
+        )
+        return created.experiment.id
+
+
+def _trials(state: MasterState, exp_id: int) -> list[Trial]:
+    with state.sessions() as session:
+        return list(session.scalars(select(Trial).where(Trial.experiment_id == exp_id)))
+
+
+def _exp_state(state: MasterState, exp_id: int) -> str:
+    with state.sessions() as session:
+        exp = session.get(Experiment, exp_id)
+        assert exp is not None
+        return exp.state
+
+
+def _allocations(state: MasterState, task_id: str) -> list[Allocation]:
+    with state.sessions() as session:
+        return list(
+            session.scalars(
+                select(Allocation).where(Allocation.task_id == task_id).order_by(Allocation.id)
+            )
+        )
+
+
+def test_a_single_trial_runs_on_the_agent_and_completes(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    (allocation,) = _allocations(state, trial.task_id)
+    assert allocation.state == "ASSIGNED"
+    (spec,) = node.sync().start
+    assert spec.argv == ["sh", "-c", "python3 train.py"]
+    assert spec.env["DET_TRIAL_ID"] == str(trial.id)
+    assert spec.env["DET_HPARAMS"] == '{"lr": 0.1}'
+    assert spec.env["DET_SLOT_IDS"] == "[0]"
+    assert "DET_LATEST_CHECKPOINT" not in spec.env
+    node.sync()
+    assert _allocations(state, trial.task_id)[0].state == "RUNNING"
+    assert node.sync().start == []  # a running container is not started twice
+    node.exit(allocation.id, 0)
+    assert node.sync().forget == [f"{allocation.id}/0"]
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "COMPLETED"
+    assert _exp_state(state, exp_id) == "COMPLETED"
+
+
+def test_a_failed_run_restarts_from_the_latest_checkpoint(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    with state.sessions() as session:
+        report = CheckpointReport(
+            uuid="c0ffee00-0000-4000-8000-000000000001",
+            state="COMPLETED",
+            metadata={"steps_completed": 7},
+            resources={"state.json": 10},
+            task_id=spec.task_id,
+            allocation_id=spec.allocation_id,
+        )
+        report_checkpoint(session, report, caller_allocation_id=spec.allocation_id)
+        session.commit()
+    node.exit(spec.allocation_id, 3)
+    node.sync()
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "ACTIVE"
+    assert trial.restarts == 1
+    (restart,) = node.sync().start
+    assert restart.allocation_id.endswith(".2")
+    assert restart.env["DET_LATEST_CHECKPOINT"] == "c0ffee00-0000-4000-8000-000000000001"
+    assert restart.env["DET_STEPS_COMPLETED"] == "7"
+    assert restart.env["DET_TRIAL_RUN_ID"] == "2"
+    assert restart.token != spec.token
+    node.exit(restart.allocation_id, 1)  # max_restarts: 1 -> the trial errors
+    node.sync()
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "ERROR"
+    assert _exp_state(state, exp_id) == "ERROR"
+
+
+def test_pause_preempts_and_activate_resumes(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    node.sync()
+    with state.sessions() as session:
+        exp_svc.pause_experiment(session, exp_id)
+    with state.sessions() as session:
+        ack_preemption(session, spec.allocation_id)
+        session.commit()
+    node.exit(spec.allocation_id, 0)
+    node.sync()
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "PAUSED"
+    assert node.sync().start == []  # nothing runs while paused
+    with state.sessions() as session:
+        exp_svc.activate_experiment(session, exp_id)
+    loop.run_round()
+    (resumed,) = node.sync().start
+    assert resumed.allocation_id.endswith(".2")
+
+
+def test_kill_is_sent_to_the_agent(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    node.sync()
+    with state.sessions() as session:
+        exp_svc.kill_experiment(session, exp_id)
+    assert node.sync().kill == [spec.allocation_id]
+    node.exit(spec.allocation_id, -15)
+    node.sync()
+    loop.run_round()
+    assert _exp_state(state, exp_id) == "CANCELED"
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "CANCELED"
+
+
+def test_an_unknown_container_is_killed(state: MasterState) -> None:
+    node = FakeNode(state)
+    node.containers[("9.x.1", 0)] = ContainerStatus(allocation_id="9.x.1", rank=0, state="RUNNING")
+    assert node.sync().kill == ["9.x.1"]
+
+
+def test_a_gang_waits_for_all_its_slots_across_agents(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    first = FakeNode(state, "n1", slots=1)
+    first.sync()
+    exp_id = _create(state, SINGLE.replace("max_restarts: 1", "resources:\n  slots_per_trial: 2"))
+    loop.run_round()
+    assert first.sync().start == []  # one slot is not enough
+    second = FakeNode(state, "n2", slots=1)
+    second.sync()
+    loop.run_round()
+    (a,) = first.sync().start
+    (b,) = second.sync().start
+    assert {a.rank, b.rank} == {0, 1}
+    assert a.token == b.token
+    ra, rb = (json.loads(s.info_files["rendezvous.json"]) for s in (a, b))
+    assert ra["container_addrs"] == rb["container_addrs"]
+    assert len(ra["container_addrs"]) == 2
+    assert {ra["container_rank"], rb["container_rank"]} == {a.rank, b.rank}
+    assert a.env["C10D_PORT"] == b.env["C10D_PORT"]
+    (trial,) = _trials(state, exp_id)
+    assert trial.state == "ACTIVE"
+
+
+def test_master_restart_reattaches_running_containers(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    node.sync()
+    restarted = ClusterLoop(state)  # a new master process: fresh loop, same database
+    restarted.run_round()
+    response = node.sync()
+    assert response.kill == []
+    assert response.start == []
+    assert _allocations(state, spec.task_id)[0].state == "RUNNING"
