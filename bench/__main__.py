@@ -11,12 +11,16 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import master_api
+from bench import cluster, master_api
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
 
 BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
+    cluster.NAME: (
+        cluster.run,
+        "master + local agent: trial launch latency, 1,000 x 1 s trials on 16 slots",
+    ),
     master_api.NAME: (
         master_api.run,
         "REST API on SQLite: GET/list latency with 10,000 experiments, metric ingest",

@@ -38,7 +38,9 @@ def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
         engine.dispose()
 
     # A restart with another home: identity, users and sessions all live in the database.
-    with TestClient(create_app(_settings(tmp_path / "other-home", pg_url), run_cluster=False)) as client:
+    with TestClient(
+        create_app(_settings(tmp_path / "other-home", pg_url), run_cluster=False)
+    ) as client:
         assert client.get("/info").json()["clusterId"] == cluster_id
         assert client.get("/api/v1/me", headers=headers).status_code == 200
         again = login(client, "admin")

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncResponse
 from stalwart.errors import UnauthenticatedError
+from stalwart.master.api.deps import long_poll
 from stalwart.master.cluster.agent_sync import SyncOutcome, agent_key, apply_sync
 from stalwart.master.db.tables import Container
 from stalwart.master.state import MasterState, allocation_key
@@ -57,7 +58,9 @@ async def sync_agent(agent_id: str, body: SyncRequest, request: Request) -> Sync
     outcome, keys = await run_in_threadpool(_sync, state, agent_id, body)
     if outcome.has_work or body.wait_seconds <= 0:
         return outcome.response
-    woken = await state.notifier.wait_any([agent_key(agent_id), *keys], body.wait_seconds)
+    woken = await long_poll(
+        request, state.notifier, [agent_key(agent_id), *keys], body.wait_seconds
+    )
     if not woken:
         return outcome.response
     outcome, _ = await run_in_threadpool(_sync, state, agent_id, body)

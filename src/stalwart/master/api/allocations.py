@@ -15,7 +15,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep, long_poll
 from stalwart.master.api.models.agents import (
     AllGatherRequest,
     AllGatherResponse,
@@ -96,6 +96,7 @@ def _read_flag(state: MasterState, allocation_id: str) -> bool:
     "/allocations/{allocation_id}/signals/preemption", response_model=PreemptionSignalResponse
 )
 async def get_preemption_signal(
+    request: Request,
     allocation_id: str,
     caller: CallerDep,
     session: SessionDep,
@@ -119,9 +120,11 @@ async def get_preemption_signal(
     deadline = time.monotonic() + min(max(wanted or 0, 0), MAX_LONG_POLL_S)
     key = allocation_key(allocation_id)
     while (remaining := deadline - time.monotonic()) > 0:
-        await state.notifier.wait(key, min(remaining, RECHECK_S))
+        await long_poll(request, state.notifier, [key], min(remaining, RECHECK_S))
         if await run_in_threadpool(_read_flag, state, allocation_id):
             return PreemptionSignalResponse(preempt=True)
+        if await request.is_disconnected():
+            break
     return PreemptionSignalResponse(preempt=False)
 
 

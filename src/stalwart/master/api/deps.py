@@ -12,7 +12,8 @@ Only ``/info`` and login are reachable without credentials.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master.db.tables import Allocation, Task, User, UserSession, utcnow
 from stalwart.master.services.auth import token_sha256
-from stalwart.master.state import MasterState
+from stalwart.master.state import MasterState, Notifier
 
 __all__ = [
     "Caller",
@@ -33,6 +34,7 @@ __all__ = [
     "get_caller",
     "get_session",
     "get_state",
+    "long_poll",
     "require_admin",
 ]
 
@@ -111,3 +113,20 @@ def require_admin(caller: CallerDep) -> Caller:
     if not caller.user.admin:
         raise ForbiddenError("only an admin can do this")
     return caller
+
+
+async def long_poll(
+    request: Request, notifier: Notifier, keys: Sequence[str], timeout: float, *, check: float = 2.0
+) -> bool:
+    """Wait up to ``timeout`` seconds for a notification of any of ``keys``.
+
+    True when notified; False on timeout or as soon as the client has gone away (checked every
+    ``check`` seconds), so an abandoned long-poll does not hold the server until its end.
+    """
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        if await notifier.wait_any(list(keys), min(remaining, check)):
+            return True
+        if await request.is_disconnected():
+            return False
+    return False

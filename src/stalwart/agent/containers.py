@@ -1,0 +1,160 @@
+"""``ContainerRunner``: containers through docker or podman (``--container-runtime``).
+
+The engine's CLI runs attached (``docker run --rm ...``) as the process that
+:class:`~stalwart.agent.runner.ProcessRunner` watches: its output is the container's, its exit
+code the container's (125-127 are the engine's own failures). Stopping goes through the
+engine (``docker kill``), since a signal to the CLI does not reach a container reliably.
+
+Environment values never appear on the command line (where ``ps`` shows them to every user):
+the argv names each variable (``-e NAME``) and the CLI process carries the values.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from stalwart.agent.protocol import DeviceType, TaskSpec
+from stalwart.agent.runner import ContainerStartError, Handle, ProcessRunner
+from stalwart.agent.workspace import Workspace, node_env
+
+__all__ = [
+    "CONTAINER_RUN_DIR",
+    "CONTAINER_WORKDIR",
+    "ContainerRunner",
+    "container_env",
+    "container_name",
+    "docker_run_argv",
+]
+
+Engine = Literal["docker", "podman"]
+
+CONTAINER_RUN_DIR = "/run/determined"
+CONTAINER_WORKDIR = "/run/determined/workdir"
+SHM_SIZE = "4g"  # Determined's default shm_size_bytes (docker's own 64m breaks data loaders)
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+def container_name(container_id: str) -> str:
+    """The engine's container name for a Stalwart container id."""
+    return "stalwart-" + _NAME_CHARS.sub("-", container_id)
+
+
+def _device_flags(engine: Engine, device_type: DeviceType, slot_ids: Sequence[str]) -> list[str]:
+    if device_type == "cuda" and slot_ids:
+        if engine == "podman":  # CDI names from the NVIDIA container toolkit
+            return [arg for i in slot_ids for arg in ("--device", f"nvidia.com/gpu={i}")]
+        return ["--gpus", f'"device={",".join(slot_ids)}"']
+    if device_type == "rocm":
+        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
+    return []
+
+
+def docker_run_argv(
+    engine: Engine,
+    *,
+    image: str,
+    argv: Sequence[str],
+    env_names: Sequence[str],
+    name: str,
+    run_dir: Path,
+    workdir: Path,
+    device_type: DeviceType,
+    slot_ids: Sequence[str],
+    labels: Mapping[str, str],
+) -> list[str]:
+    """The ``<engine> run`` command line of one container (pure).
+
+    Host network, the run directory at ``/run/determined`` and the workdir at
+    ``/run/determined/workdir`` (also the working directory), GPUs by device index, the labels,
+    and ``-e NAME`` for every variable (values come from the CLI's environment).
+    """
+    out = [engine, "run", "--rm", "--name", name, "--network", "host", "--shm-size", SHM_SIZE]
+    for key, value in sorted(labels.items()):
+        out += ["--label", f"{key}={value}"]
+    out += ["-v", f"{run_dir}:{CONTAINER_RUN_DIR}", "-v", f"{workdir}:{CONTAINER_WORKDIR}"]
+    out += ["-w", CONTAINER_WORKDIR]
+    for env_name in sorted(env_names):
+        out += ["-e", env_name]
+    out += _device_flags(engine, device_type, slot_ids)
+    return [*out, image, *argv]
+
+
+def container_env(spec: TaskSpec, *, master_url: str, agent_id: str) -> dict[str, str]:
+    """The environment inside the container: ``TaskSpec.env`` plus the node's variables with
+    the container's paths. CUDA GPUs are chosen by the engine; ROCm ones by variable."""
+    env = dict(spec.env)
+    if spec.device_type == "rocm":
+        env["ROCR_VISIBLE_DEVICES"] = ",".join(spec.slot_ids)
+    env.update(
+        node_env(
+            master_url=master_url,
+            agent_id=agent_id,
+            run_dir=CONTAINER_RUN_DIR,
+            workdir=CONTAINER_WORKDIR,
+        )
+    )
+    return env
+
+
+class ContainerRunner(ProcessRunner):
+    """Runs each container with ``docker`` or ``podman`` (see the module docstring)."""
+
+    def __init__(self, engine: Engine, *, master_url: str, agent_id: str) -> None:
+        self.engine: Engine = engine
+        self.master_url = master_url
+        self.agent_id = agent_id
+        self._helpers: list[subprocess.Popen[bytes]] = []
+
+    def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
+        if not spec.image:
+            raise ContainerStartError(f"{self.engine}: the task names no image")
+        inside = container_env(spec, master_url=self.master_url, agent_id=self.agent_id)
+        (workspace.run_dir / "workdir").mkdir(exist_ok=True)  # the nested mount point
+        argv = docker_run_argv(
+            self.engine,
+            image=spec.image,
+            argv=spec.argv,
+            env_names=list(inside),
+            name=container_name(spec.container_id),
+            run_dir=workspace.run_dir,
+            workdir=workspace.workdir,
+            device_type=spec.device_type,
+            slot_ids=spec.slot_ids,
+            labels={
+                "ai.stalwart.agent": self.agent_id,
+                "ai.stalwart.allocation": spec.allocation_id,
+                "ai.stalwart.rank": str(spec.rank),
+                "ai.stalwart.container": spec.container_id,
+            },
+        )
+        return argv, {**workspace.env, **inside}
+
+    def handle_name(self, spec: TaskSpec) -> str:
+        return container_name(spec.container_id)
+
+    def terminate(self, handle: Handle) -> None:
+        self._engine_kill(handle, "TERM")
+
+    def kill(self, handle: Handle) -> None:
+        self._engine_kill(handle, "KILL")
+        super().kill(handle)
+
+    def _engine_kill(self, handle: Handle, signame: str) -> None:
+        if handle.exit_seen is not None:
+            return
+        self._helpers = [helper for helper in self._helpers if helper.poll() is None]
+        try:
+            helper = subprocess.Popen(
+                [self.engine, "kill", "--signal", signame, handle.name],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            return
+        self._helpers.append(helper)

@@ -1,0 +1,275 @@
+"""The agent's registry of containers and its reconcile step (no HTTP here).
+
+:class:`Daemon` keeps one :class:`Container` per ``(allocation_id, rank)`` and offers three plain
+methods the sync loop (:mod:`stalwart.agent.loop`) calls from one thread:
+
+- :meth:`Daemon.refresh` polls the runner: exits, and SIGKILL once a kill's grace is over. An
+  exited container is reported EXITED only once its output (and the agent's "container exited"
+  line) is shipped, or ``exit_log_wait_seconds`` passed, so logs precede the exit at the
+  master.
+- :meth:`Daemon.build_request` is the agent's whole view as a :class:`SyncRequest`.
+- :meth:`Daemon.apply` carries out a :class:`SyncResponse`: start (idempotent per key), kill
+  (SIGTERM now, SIGKILL after ``kill_grace_seconds``), forget (exited containers only).
+
+A container that cannot start is reported EXITED with ``exit_code`` null and an
+``exit_reason``. Nothing here kills a container because the master went away.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import stalwart
+from stalwart.agent.logs import ContainerLog, LogContext
+from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncRequest, SyncResponse, TaskSpec
+from stalwart.agent.runner import Handle, Runner
+from stalwart.agent.settings import AgentSettings
+from stalwart.agent.shipper import LogShipper
+from stalwart.agent.workspace import (
+    FetchContext,
+    choose_python,
+    prepare_workspace,
+    remove_workspace,
+)
+from stalwart.errors import StalwartError
+
+__all__ = ["Container", "Daemon", "Phase"]
+
+log = logging.getLogger(__name__)
+
+Phase = Literal["STARTING", "RUNNING", "EXITING", "EXITED"]
+"""EXITING: the process is gone, its last lines are still being shipped (reported RUNNING)."""
+
+
+@dataclass(eq=False)
+class Container:
+    """One container as the agent tracks it."""
+
+    spec: TaskSpec
+    log: ContainerLog
+    phase: Phase = "STARTING"
+    handle: Handle | None = None
+    exit_code: int | None = None
+    exit_reason: str | None = None
+    kill_at: float | None = None  # when to SIGKILL (a kill is under way)
+    exited_at: float = 0.0
+    exit_mark: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.spec.allocation_id, self.spec.rank
+
+    def status(self) -> ContainerStatus:
+        """What the master is told (EXITING shows as RUNNING)."""
+        if self.phase == "EXITED":
+            return ContainerStatus(
+                allocation_id=self.spec.allocation_id,
+                rank=self.spec.rank,
+                state="EXITED",
+                pid=self.handle.pid if self.handle else None,
+                exit_code=self.exit_code,
+                exit_reason=self.exit_reason,
+            )
+        return ContainerStatus(
+            allocation_id=self.spec.allocation_id,
+            rank=self.spec.rank,
+            state="STARTING" if self.phase == "STARTING" else "RUNNING",
+            pid=self.handle.pid if self.handle else None,
+        )
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Daemon:
+    """The registry and the reconcile step (see the module docstring). Not thread-safe: one
+    thread calls :meth:`refresh`, :meth:`build_request`, :meth:`apply` and :meth:`shutdown`."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        slots: list[SlotInfo],
+        *,
+        runner: Runner,
+        shipper: LogShipper,
+        fetch: FetchContext,
+        base_env: Mapping[str, str],
+        python: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.slots = slots
+        self.runner = runner
+        self.shipper = shipper
+        self.fetch = fetch
+        self.base_env = dict(base_env)
+        self.python = python or Path(sys.executable)
+        self.clock = clock
+        self.containers: dict[tuple[str, int], Container] = {}
+
+    # --- the view ------------------------------------------------------------------------------
+
+    def build_request(self, wait_seconds: float) -> SyncRequest:
+        """The agent's whole view (slots and every known container, sorted by key)."""
+        return SyncRequest(
+            version=stalwart.__version__,
+            resource_pool=self.settings.resource_pool,
+            addresses=list(self.settings.addresses),
+            slots=list(self.slots),
+            containers=[self.containers[key].status() for key in sorted(self.containers)],
+            wait_seconds=wait_seconds,
+        )
+
+    def refresh(self) -> bool:
+        """Poll the runner; True when a reported state changed (an exit became EXITED)."""
+        changed = False
+        now = self.clock()
+        for container in self.containers.values():
+            if container.phase == "RUNNING" and container.handle is not None:
+                code = self.runner.poll(container.handle)
+                if code is None:
+                    if container.kill_at is not None and now >= container.kill_at:
+                        container.log.agent_line(
+                            "container did not stop after SIGTERM; sending SIGKILL",
+                            "LOG_LEVEL_WARNING",
+                        )
+                        self.runner.kill(container.handle)
+                        container.kill_at = None
+                    continue
+                container.exit_code = code
+                if code < 0 or container.kill_at is not None:
+                    container.exit_reason = _describe_exit(code)
+                self._exiting(container, f"container {_describe_exit(code)}")
+            if container.phase == "EXITING" and (
+                container.log.flushed(container.exit_mark)
+                or now - container.exited_at >= self.settings.exit_log_wait_seconds
+            ):
+                container.phase = "EXITED"
+                changed = True
+        return changed
+
+    def _exiting(self, container: Container, line: str) -> None:
+        container.phase = "EXITING"
+        container.kill_at = None
+        container.exited_at = self.clock()
+        container.log.agent_line(
+            line, "LOG_LEVEL_INFO" if container.exit_code == 0 else "LOG_LEVEL_ERROR"
+        )
+        container.exit_mark = container.log.mark()
+        log.info("%s/%d: %s", container.spec.allocation_id, container.spec.rank, line)
+        self.shipper.kick()
+
+    # --- applying the master's answer -----------------------------------------------------------
+
+    def apply(self, response: SyncResponse) -> bool:
+        """Carry out a response; True when it asked for anything (start, kill or forget)."""
+        for key in response.forget:
+            self._forget(key)
+        for allocation_id in response.kill:
+            self._kill(allocation_id, response.kill_grace_seconds)
+        for spec in response.start:
+            if (spec.allocation_id, spec.rank) not in self.containers:
+                self._start(spec)
+        return bool(response.start or response.kill or response.forget)
+
+    def _start(self, spec: TaskSpec) -> None:
+        stream = self.shipper.open(
+            LogContext(
+                task_id=spec.task_id,
+                allocation_id=spec.allocation_id,
+                agent_id=self.settings.agent_id,
+                container_id=spec.container_id,
+                token=spec.token,
+            )
+        )
+        container = Container(spec=spec, log=stream)
+        self.containers[container.key] = container
+        try:
+            workspace = prepare_workspace(
+                spec,
+                home=self.settings.home,
+                master_url=self.settings.master_url,
+                agent_id=self.settings.agent_id,
+                fetch=self.fetch,
+                python=choose_python(spec.image, self.settings.pythons, self.python),
+                base_env=self.base_env,
+            )
+            container.handle = self.runner.start(spec, workspace, stream.line)
+        except (StalwartError, OSError) as exc:
+            self._start_failed(container, str(exc))
+        except Exception as exc:  # a bug must not take the agent down with it
+            log.exception("starting %s/%d failed", spec.allocation_id, spec.rank)
+            self._start_failed(container, f"internal error: {type(exc).__name__}: {exc}")
+        else:
+            container.phase = "RUNNING"
+            log.info(
+                "started %s/%d (pid %d): %s",
+                spec.allocation_id,
+                spec.rank,
+                container.handle.pid,
+                " ".join(spec.argv),
+            )
+
+    def _start_failed(self, container: Container, reason: str) -> None:
+        container.exit_reason = f"failed to start: {reason}"
+        self._exiting(container, f"container {container.exit_reason}")
+
+    def _kill(self, allocation_id: str, grace: float) -> None:
+        for container in self.containers.values():
+            if (
+                container.spec.allocation_id != allocation_id
+                or container.phase != "RUNNING"
+                or container.handle is None
+                or container.kill_at is not None
+            ):
+                continue
+            container.log.agent_line(f"stopping container: SIGTERM, SIGKILL after {grace:g}s")
+            container.kill_at = self.clock() + grace
+            self.runner.terminate(container.handle)
+
+    def _forget(self, key: str) -> None:
+        allocation_id, _, rank = key.rpartition("/")
+        container = self.containers.get((allocation_id, int(rank) if rank.isdigit() else -1))
+        if container is None:
+            return
+        if container.phase != "EXITED":
+            log.warning("the master asked to forget %s, which has not exited; kept", key)
+            return
+        del self.containers[container.key]
+        self.shipper.release(container.log)
+        remove_workspace(self.settings.home, allocation_id, container.spec.rank)
+
+    # --- stopping -------------------------------------------------------------------------------
+
+    def shutdown(self, *, kill: bool, grace: float, poll_interval: float = 0.1) -> None:
+        """Stop the agent's side: with ``kill``, SIGTERM every running container, SIGKILL what
+        is left after ``grace`` seconds and wait (briefly) for the exits; else leave them."""
+        if not kill:
+            running = sum(c.phase == "RUNNING" for c in self.containers.values())
+            if running:
+                log.info("leaving %d container(s) running", running)
+            return
+        deadline = self.clock() + grace
+        for container in self.containers.values():
+            if container.phase == "RUNNING" and container.handle is not None:
+                container.kill_at = deadline
+                self.runner.terminate(container.handle)
+        give_up = deadline + self.settings.exit_log_wait_seconds + 1.0
+        while self.clock() < give_up:
+            self.refresh()
+            if all(c.phase == "EXITED" for c in self.containers.values()):
+                return
+            time.sleep(poll_interval)

@@ -1,0 +1,149 @@
+"""Container output as log entries: parsing, and one bounded queue per container.
+
+- Each line becomes one entry (``ship_logs.py``'s shape, wire doc 5.1): a leading ``[rank=N] ``
+  becomes ``rank_id`` and a following ``LEVEL: `` becomes ``level`` (``LOG_LEVEL_<X>``); both
+  prefixes leave the text, which keeps its trailing newline.
+- Every container has its own ordered :class:`ContainerLog` queue (thread-safe), which
+  :class:`~stalwart.agent.shipper.LogShipper` posts with that container's allocation token. A
+  queue keeps at most ``max_lines`` entries and drops the oldest beyond, saying so in the
+  agent's log.
+- :meth:`ContainerLog.mark` / :meth:`ContainerLog.flushed` let the daemon wait until a
+  container's lines are shipped (or dropped) before it reports the container's exit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from stalwart.agent.runner import Stdtype
+
+__all__ = ["ContainerLog", "Entry", "LogContext", "parse_line"]
+
+log = logging.getLogger(__name__)
+
+_RANK = re.compile(r" ?\[rank=([0-9]+)\] ?")
+_LEVEL = re.compile(r" ?(DEBUG|INFO|WARNING|ERROR|CRITICAL): ?")
+
+Entry = dict[str, Any]
+
+
+def parse_line(line: str) -> tuple[str, int | None, str | None]:
+    """``(text, rank_id, level)`` of one output line (see the module docstring)."""
+    rank = level = None
+    match = _RANK.match(line)
+    if match:
+        rank, line = int(match.group(1)), line[match.end() :]
+    match = _LEVEL.match(line)
+    if match:
+        level, line = f"LOG_LEVEL_{match.group(1)}", line[match.end() :]
+    return line, rank, level
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class LogContext:
+    """Who a container's lines belong to, and the token they are posted with."""
+
+    task_id: str
+    allocation_id: str
+    agent_id: str
+    container_id: str
+    token: str
+
+
+class ContainerLog:
+    """One container's ordered, bounded queue of entries (thread-safe)."""
+
+    def __init__(
+        self, context: LogContext, *, max_lines: int, batch_lines: int, wake: threading.Event
+    ) -> None:
+        self.context = context
+        self._max = max_lines
+        self._batch = batch_lines
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[int, Entry]] = deque()
+        self._last = 0  # sequence number of the newest entry
+        self._done = 0  # every entry up to this one is shipped or dropped
+        self.dropped = 0  # dropped and not yet reported
+        self.released = False
+
+    def line(self, text: str, stdtype: Stdtype) -> None:
+        """Add one output line (an :data:`~stalwart.agent.runner.OutputSink`)."""
+        body, rank, level = parse_line(text)
+        entry: Entry = {"log": body, "stdtype": stdtype, "source": "task"}
+        if rank is not None:
+            entry["rank_id"] = rank
+        if level is not None:
+            entry["level"] = level
+        self._add(entry)
+
+    def agent_line(self, text: str, level: str = "LOG_LEVEL_INFO") -> None:
+        """Add a line written by the agent about the container (source ``agent``)."""
+        self._add({"log": text.rstrip("\n") + "\n", "source": "agent", "level": level})
+
+    def _add(self, entry: Entry) -> None:
+        ctx = self.context
+        entry.update(
+            timestamp=_now(),
+            task_id=ctx.task_id,
+            allocation_id=ctx.allocation_id,
+            agent_id=ctx.agent_id,
+            container_id=ctx.container_id,
+        )
+        with self._lock:
+            self._last += 1
+            self._queue.append((self._last, entry))
+            if len(self._queue) > self._max:
+                seq, _ = self._queue.popleft()
+                self._done = max(self._done, seq)
+                if self.dropped == 0:
+                    log.warning(
+                        "log buffer of container %s is full (%d lines): dropping the oldest",
+                        ctx.container_id,
+                        self._max,
+                    )
+                self.dropped += 1
+            size = len(self._queue)
+        if size % self._batch == 0:
+            self._wake.set()  # a full batch: ship it now
+
+    def mark(self) -> int:
+        """The sequence number of the newest entry so far."""
+        with self._lock:
+            return self._last
+
+    def flushed(self, mark: int) -> bool:
+        """Whether every entry up to ``mark`` has been shipped or dropped."""
+        with self._lock:
+            return self._done >= mark
+
+    def take_dropped(self) -> int:
+        """How many entries were dropped since the last call."""
+        with self._lock:
+            dropped, self.dropped = self.dropped, 0
+            return dropped
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def peek(self, limit: int) -> list[tuple[int, Entry]]:
+        with self._lock:
+            return [self._queue[i] for i in range(min(limit, len(self._queue)))]
+
+    def done_through(self, seq: int) -> None:
+        """Remove the entries up to ``seq`` (shipped or refused)."""
+        with self._lock:
+            while self._queue and self._queue[0][0] <= seq:
+                self._queue.popleft()
+            self._done = max(self._done, seq)

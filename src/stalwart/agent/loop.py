@@ -1,0 +1,259 @@
+"""The sync loop: long-polls ``POST /api/v1/agents/{id}/sync`` and drives the :class:`Daemon`.
+
+One asyncio loop (:meth:`AgentLoop.run`) does, every ``TICK_S``: refresh the containers; start
+a sync when none is in flight and it is due; cancel an in-flight long-poll when a container
+changed state, so the change is reported at once (the protocol is stateless: a cancelled
+answer is simply asked for again). Starting containers (which downloads model definitions)
+runs in a worker thread so the loop stays responsive to stop requests.
+
+Failures:
+
+- master unreachable (transport errors, 5xx, 408, 429, an unreadable answer): containers keep
+  running; the loop retries with backoff (at most ``max_backoff_seconds`` apart), logs once per
+  outage, and the first sync after it reports everything (reattach);
+- 401 / 403: UnauthenticatedError / ForbiddenError (a wrong agent token), fatal;
+- other 4xx: FailedPreconditionError with the master's message, fatal.
+
+:meth:`AgentLoop.stop` (any thread, e.g. a signal handler) ends :meth:`AgentLoop.run`, which
+then leaves the containers running unless ``kill_on_exit``. ``<home>/ready`` exists from the
+first successful sync until :meth:`AgentLoop.run` returns (launchers wait for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+from pydantic import ValidationError
+
+from stalwart.agent.containers import ContainerRunner
+from stalwart.agent.context import fetch_context
+from stalwart.agent.daemon import Daemon
+from stalwart.agent.protocol import (
+    AGENT_TOKEN_HEADER,
+    SlotInfo,
+    SyncRequest,
+    SyncResponse,
+    TaskSpec,
+)
+from stalwart.agent.runner import ProcessRunner, Runner
+from stalwart.agent.settings import AgentSettings
+from stalwart.agent.shipper import LogShipper
+from stalwart.errors import FailedPreconditionError, ForbiddenError, UnauthenticatedError
+
+__all__ = ["TICK_S", "AgentLoop", "MasterUnavailableError", "create_agent", "post_sync"]
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.2
+_RETRY_STATUS = frozenset({408, 429})
+
+
+class MasterUnavailableError(Exception):
+    """The master cannot be reached right now; try again later."""
+
+
+def _message(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("message") or resp.text)[:300]
+    except ValueError:
+        return resp.text[:300]
+
+
+async def post_sync(
+    client: httpx.AsyncClient, settings: AgentSettings, request: SyncRequest
+) -> SyncResponse:
+    """One sync round trip (see the module docstring for the errors)."""
+    url = f"{settings.master_url}/api/v1/agents/{quote(settings.agent_id, safe='')}/sync"
+    timeout = httpx.Timeout(request.wait_seconds + 15.0, connect=5.0)
+    try:
+        resp = await client.post(
+            url,
+            content=request.model_dump_json(),
+            headers={AGENT_TOKEN_HEADER: settings.token, "Content-Type": "application/json"},
+            timeout=timeout,
+        )
+    except httpx.TransportError as exc:
+        raise MasterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+    if resp.status_code >= 500 or resp.status_code in _RETRY_STATUS:
+        raise MasterUnavailableError(f"HTTP {resp.status_code}: {_message(resp)}")
+    if resp.status_code in (401, 403):
+        error = UnauthenticatedError if resp.status_code == 401 else ForbiddenError
+        raise error(
+            f"the master at {settings.master_url} refused the agent token "
+            f"(HTTP {resp.status_code}: {_message(resp)})",
+            hint="give the master's agent token (<master home>/agent_token) with --token, "
+            "STALWART_AGENT_TOKEN or --token-file",
+        )
+    if resp.status_code != 200:
+        raise FailedPreconditionError(
+            f"the master refused agent {settings.agent_id!r}: HTTP {resp.status_code}: "
+            f"{_message(resp)}"
+        )
+    try:
+        return SyncResponse.model_validate_json(resp.content)
+    except ValidationError as exc:
+        raise MasterUnavailableError(f"unreadable sync answer: {exc}") from exc
+
+
+class AgentLoop:
+    """Runs a :class:`Daemon` against the master until stopped (see the module docstring)."""
+
+    def __init__(self, daemon: Daemon, *, on_close: Sequence[Callable[[], None]] = ()) -> None:
+        self.daemon = daemon
+        self.settings = daemon.settings
+        self._stop_requested = threading.Event()
+        self._on_close = list(on_close)
+        self.syncs = 0  # successful round trips (for tests and logs)
+        # The loop's state between steps.
+        self._dirty = True  # something to report: the next sync must not long-poll
+        self._due = 0.0  # monotonic time of the next sync
+        self._backoff = 0.0
+        self._outage: float | None = None  # when the current outage began
+        self._inflight_wait = 0.0
+        self._reported = 0  # containers in the request in flight
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return within a tick (thread-safe, signal-safe, idempotent)."""
+        self._stop_requested.set()
+
+    def run(self) -> None:
+        """Sync until :meth:`stop`; then shut down (kill only with ``kill_on_exit``).
+
+        Raises the fatal errors of :func:`post_sync`; containers are left as on a stop.
+        """
+        self.ready_file.unlink(missing_ok=True)
+        self.daemon.shipper.start()
+        try:
+            asyncio.run(self._run())
+        finally:
+            self.ready_file.unlink(missing_ok=True)
+            self.daemon.shutdown(
+                kill=self.settings.kill_on_exit, grace=self.settings.kill_grace_seconds
+            )
+            self.daemon.shipper.close(timeout=self.settings.shutdown_log_timeout_seconds)
+            for close in self._on_close:
+                close()
+
+    async def _run(self) -> None:
+        async with httpx.AsyncClient() as client:
+            inflight: asyncio.Task[SyncResponse] | None = None
+            try:
+                while not self._stop_requested.is_set():
+                    inflight = await self._step(client, inflight)
+            finally:
+                if inflight is not None:
+                    inflight.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await inflight
+
+    async def _step(
+        self, client: httpx.AsyncClient, inflight: asyncio.Task[SyncResponse] | None
+    ) -> asyncio.Task[SyncResponse] | None:
+        """One tick; returns the sync in flight afterwards."""
+        daemon, settings = self.daemon, self.settings
+        if daemon.refresh():
+            self._dirty = True
+            if self._outage is None:
+                self._due = 0.0
+        if inflight is not None and self._dirty and self._inflight_wait > 0:
+            inflight.cancel()  # report the change now rather than after the long-poll
+            with contextlib.suppress(asyncio.CancelledError, MasterUnavailableError):
+                await inflight
+            inflight = None
+        now = time.monotonic()
+        if inflight is None:
+            if now < self._due:
+                await asyncio.sleep(min(TICK_S, self._due - now))
+                return None
+            self._inflight_wait = 0.0 if self._dirty else settings.idle_wait_seconds
+            self._dirty = False
+            request = daemon.build_request(self._inflight_wait)
+            self._reported = len(request.containers)
+            inflight = asyncio.create_task(post_sync(client, settings, request))
+        done, _ = await asyncio.wait({inflight}, timeout=TICK_S)
+        if not done:
+            return inflight
+        try:
+            response = inflight.result()
+        except MasterUnavailableError as exc:
+            self._unreachable(str(exc))
+            return None
+        if self._outage is not None:
+            log.info(
+                "master back after %.0fs; reported %d container(s)",
+                time.monotonic() - self._outage,
+                self._reported,
+            )
+            self._outage = None
+        self._backoff = 0.0
+        self.syncs += 1
+        if self.syncs == 1:
+            self._mark_ready()
+        if await asyncio.to_thread(daemon.apply, response):
+            self._dirty, self._due = True, time.monotonic() + response.sync_interval_seconds
+        return None
+
+    @property
+    def ready_file(self) -> Path:
+        """``<home>/ready``: exists from the first successful sync until the agent stops."""
+        return self.settings.home / "ready"
+
+    def _mark_ready(self) -> None:
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        self.ready_file.write_text(f"{self.settings.agent_id}\n", encoding="utf-8")
+        log.info("agent %s synced with %s", self.settings.agent_id, self.settings.master_url)
+
+    def _unreachable(self, why: str) -> None:
+        if self._outage is None:
+            self._outage = time.monotonic()
+            log.warning(
+                "master %s unreachable (%s); containers keep running, retrying",
+                self.settings.master_url,
+                why,
+            )
+        self._backoff = min(self.settings.max_backoff_seconds, max(0.1, self._backoff * 2))
+        self._due, self._dirty = time.monotonic() + self._backoff, True
+
+
+def create_agent(
+    settings: AgentSettings, slots: list[SlotInfo], base_env: Mapping[str, str] | None = None
+) -> AgentLoop:
+    """Wire the pieces for ``settings``: runner, log shipper, context download, daemon."""
+    runner: Runner
+    if settings.container_runtime == "none":
+        runner = ProcessRunner()
+    else:
+        runner = ContainerRunner(
+            settings.container_runtime,
+            master_url=settings.master_url,
+            agent_id=settings.agent_id,
+        )
+    shipper = LogShipper(
+        settings.master_url,
+        batch_lines=settings.log_batch_lines,
+        flush_seconds=settings.log_flush_seconds,
+        buffer_lines=settings.log_buffer_lines,
+    )
+    http = httpx.Client()
+
+    def fetch(spec: TaskSpec) -> bytes:
+        return fetch_context(http, settings.master_url, spec.task_id, spec.token)
+
+    daemon = Daemon(
+        settings,
+        slots,
+        runner=runner,
+        shipper=shipper,
+        fetch=fetch,
+        base_env=dict(os.environ if base_env is None else base_env),
+    )
+    return AgentLoop(daemon, on_close=[http.close])

@@ -1,0 +1,251 @@
+"""Runners start a container's process and watch it: the :class:`Runner` interface and
+:class:`ProcessRunner` (a local process group).
+
+Output goes to ``stdout.log`` / ``stderr.log`` in the container directory, and two reader
+threads per container tail those files and hand complete lines to the sink. Files rather than
+pipes: a container outlives the agent (``stalwart agent`` stops without ``--kill-on-exit``),
+and a pipe whose reader is gone would kill it with EPIPE at its next print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from stalwart.agent.protocol import TaskSpec
+from stalwart.agent.workspace import Workspace
+from stalwart.errors import StalwartError
+
+__all__ = [
+    "ContainerStartError",
+    "Handle",
+    "LineSplitter",
+    "OutputSink",
+    "ProcessRunner",
+    "Runner",
+    "Stdtype",
+]
+
+Stdtype = Literal["stdout", "stderr"]
+OutputSink = Callable[[str, Stdtype], None]
+"""Receives one complete line (ending in ``\\n``) and the stream it came from."""
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_TAIL_INTERVAL_S = 0.05
+_DRAIN_TIMEOUT_S = 5.0
+
+
+class ContainerStartError(StalwartError):
+    """A container could not be started (bad command, missing executable...)."""
+
+    code = "container_start_failed"
+
+
+class LineSplitter:
+    """Splits a byte stream into lines on ``\\n``, ``\\r`` or ``\\r\\n``.
+
+    Each line is decoded as UTF-8 (invalid bytes replaced) and ends in ``\\n``. A line longer
+    than ``max_line`` bytes is cut into pieces of that size.
+    """
+
+    def __init__(self, max_line: int = 64 * 1024) -> None:
+        self._buf = b""
+        self._skip_lf = False
+        self._max = max_line
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines completed by ``data``."""
+        if self._skip_lf and data.startswith(b"\n"):
+            data = data[1:]
+        self._skip_lf = False
+        if not data:
+            return []
+        buf = self._buf + data
+        lines: list[str] = []
+        start = 0
+        for match in _LINE_END.finditer(buf):
+            if match.group() == b"\r" and match.end() == len(buf):
+                self._skip_lf = True  # a "\r\n" may be split across two chunks
+            lines.append(buf[start : match.start()].decode("utf-8", "replace") + "\n")
+            start = match.end()
+        rest = buf[start:]
+        while len(rest) > self._max:
+            lines.append(rest[: self._max].decode("utf-8", "replace") + "\n")
+            rest = rest[self._max :]
+        self._buf = rest
+        return lines
+
+    def finish(self) -> list[str]:
+        """The last, unterminated line, if any."""
+        rest, self._buf = self._buf, b""
+        return [rest.decode("utf-8", "replace") + "\n"] if rest else []
+
+
+@dataclass(eq=False)
+class Handle:
+    """A started container: its main process and the threads reading its output.
+
+    ``name`` is the runner's name for it (for ContainerRunner, the engine's container name).
+    """
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    readers: list[threading.Thread] = field(default_factory=list)
+    exited: threading.Event = field(default_factory=threading.Event)
+    exit_code: int | None = None
+    exit_seen: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+class Runner(ABC):
+    """Starts and watches containers. Contract:
+
+    - :meth:`start` launches the container and returns at once with a handle; it never waits
+      for the container to finish. It raises ContainerStartError (leaving nothing running)
+      when the container cannot start. From then on, ``sink`` receives every output line, in
+      order per stream, from runner threads.
+    - :meth:`poll` never blocks: None while the container runs, else its exit code (negative:
+      killed by that signal). It reports the exit only after the output has been handed to the
+      sink (or a few seconds of draining passed). After an exit it keeps returning the code.
+    - :meth:`terminate` asks the container to stop (SIGTERM); :meth:`kill` forces it (SIGKILL).
+      Both return at once, are idempotent, and do nothing once the container has exited.
+    - Runners are used from one thread (the daemon's); they need not be thread-safe.
+    """
+
+    @abstractmethod
+    def start(self, spec: TaskSpec, workspace: Workspace, sink: OutputSink) -> Handle:
+        """Launch the container (see the class contract)."""
+
+    @abstractmethod
+    def poll(self, handle: Handle) -> int | None:
+        """The exit code once exited and drained, else None."""
+
+    @abstractmethod
+    def terminate(self, handle: Handle) -> None:
+        """SIGTERM the container."""
+
+    @abstractmethod
+    def kill(self, handle: Handle) -> None:
+        """SIGKILL the container."""
+
+
+def _tail(path: Path, stdtype: Stdtype, sink: OutputSink, exited: threading.Event) -> None:
+    """Hand the lines of a growing file to ``sink`` until the writer exited and it is read."""
+    splitter = LineSplitter()
+    with path.open("rb") as stream:
+        while True:
+            chunk = stream.read(64 * 1024)
+            if chunk:
+                for line in splitter.feed(chunk):
+                    sink(line, stdtype)
+            elif exited.is_set():
+                rest = stream.read()
+                if not rest:
+                    break
+                for line in splitter.feed(rest):
+                    sink(line, stdtype)
+            else:
+                exited.wait(_TAIL_INTERVAL_S)
+    for line in splitter.finish():
+        sink(line, stdtype)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+class ProcessRunner(Runner):
+    """Runs ``TaskSpec.argv`` as a local process in its own session and process group.
+
+    The working directory is the workspace's ``workdir`` and the environment is the
+    workspace's. Signals go to the whole group. When the main process exits, whatever is left
+    of its group is killed (as a container's processes die with it).
+    """
+
+    def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of the process to start (ContainerRunner overrides it)."""
+        return list(spec.argv), dict(workspace.env)
+
+    def handle_name(self, spec: TaskSpec) -> str:
+        """The handle's name (ContainerRunner: the engine's container name)."""
+        return f"{spec.allocation_id}/{spec.rank}"
+
+    def start(self, spec: TaskSpec, workspace: Workspace, sink: OutputSink) -> Handle:
+        argv, env = self.command(spec, workspace)
+        if not argv:
+            raise ContainerStartError("the task has an empty command")
+        outputs: list[BinaryIO] = []
+        try:
+            outputs = [workspace.stdout_path.open("ab"), workspace.stderr_path.open("ab")]
+            proc = subprocess.Popen(
+                argv,
+                cwd=workspace.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=outputs[0],
+                stderr=outputs[1],
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ContainerStartError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
+        finally:
+            for stream in outputs:
+                stream.close()
+        handle = Handle(name=self.handle_name(spec), proc=proc)
+        for path, stdtype in ((workspace.stdout_path, "stdout"), (workspace.stderr_path, "stderr")):
+            reader = threading.Thread(
+                target=_tail,
+                args=(path, stdtype, sink, handle.exited),
+                name=f"output {handle.name} {stdtype}",
+                daemon=True,
+            )
+            reader.start()
+            handle.readers.append(reader)
+        return handle
+
+    def poll(self, handle: Handle) -> int | None:
+        with handle.lock:
+            if handle.exit_seen is None:
+                try:
+                    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+                    running = os.waitid(os.P_PID, handle.pid, flags) is None
+                except ChildProcessError:  # reaped already; wait() below knows the code
+                    running = False
+                if running:
+                    return None
+                # The main process is a zombie: its group id cannot be reused yet.
+                _signal_group(handle.pid, signal.SIGKILL)
+                handle.exit_code = handle.proc.wait()
+                handle.exit_seen = time.monotonic()
+                handle.exited.set()
+            drained = all(not reader.is_alive() for reader in handle.readers)
+            if drained or time.monotonic() - handle.exit_seen > _DRAIN_TIMEOUT_S:
+                return handle.exit_code
+            return None
+
+    def terminate(self, handle: Handle) -> None:
+        self._signal(handle, signal.SIGTERM)
+
+    def kill(self, handle: Handle) -> None:
+        self._signal(handle, signal.SIGKILL)
+
+    def _signal(self, handle: Handle, signum: int) -> None:
+        with handle.lock:
+            if handle.exit_seen is None and handle.proc.returncode is None:
+                _signal_group(handle.pid, signum)

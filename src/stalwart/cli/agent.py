@@ -1,0 +1,127 @@
+"""``stalwart agent``: run the agent daemon on this node.
+
+``stalwart agent --master URL [--id NAME] [--slots N] [--slot-type cpu|cuda|rocm] [--pool NAME]
+[--token TOKEN | STALWART_AGENT_TOKEN | --token-file FILE] [--home DIR] [--address ADDR]
+[--python PATTERN=PATH ...] [--container-runtime none|docker|podman] [--kill-on-exit]``
+
+It syncs with the master until Ctrl-C or SIGTERM, then exits leaving its containers running
+(``--kill-on-exit`` stops them first). Without a token option it reads the default master's
+``~/.stalwart/agent_token`` when that file exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Literal
+
+import typer
+from pydantic import ValidationError
+
+from stalwart.errors import InvalidArgumentError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Run the agent daemon (runs tasks for a master).")
+
+DEFAULT_HOME = Path("~/.stalwart/agent")
+DEFAULT_TOKEN_FILE = Path("~/.stalwart/agent_token")
+
+
+@app.callback(invoke_without_command=True)
+def agent(
+    ctx: typer.Context,
+    master: Annotated[str, typer.Option(help="The master's URL, e.g. http://10.0.0.1:8080.")],
+    agent_id: Annotated[
+        str | None, typer.Option("--id", help="The agent's id (default: the hostname).")
+    ] = None,
+    slots: Annotated[
+        int | None, typer.Option(min=1, help="Slots to offer (default: every GPU, or 1 CPU).")
+    ] = None,
+    slot_type: Annotated[
+        Literal["cpu", "cuda", "rocm"] | None,
+        typer.Option(help="Force the slot type (default: detected)."),
+    ] = None,
+    pool: Annotated[str, typer.Option(help="The resource pool to serve.")] = "default",
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="STALWART_AGENT_TOKEN", help="The cluster's agent token."),
+    ] = None,
+    token_file: Annotated[
+        Path | None, typer.Option(help="Read the token from this file (<master home>/agent_token).")
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option(help="State directory (default ~/.stalwart/agent).")
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Address tasks and peers reach this node at (default: detected)."),
+    ] = None,
+    python: Annotated[
+        list[str] | None,
+        typer.Option(help="IMAGE_PATTERN=PATH: run matching images with this venv/python."),
+    ] = None,
+    container_runtime: Annotated[
+        Literal["none", "docker", "podman"],
+        typer.Option(help="none (local processes), docker or podman."),
+    ] = "none",
+    kill_on_exit: Annotated[
+        bool, typer.Option(help="Stop the containers when the agent stops.")
+    ] = False,
+) -> None:
+    """Run the agent (when no subcommand is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from stalwart.agent.devices import detect_slots
+    from stalwart.agent.loop import create_agent
+    from stalwart.agent.settings import (
+        AgentSettings,
+        default_address,
+        parse_python_mapping,
+        read_token,
+    )
+
+    try:
+        settings = AgentSettings(
+            master_url=master,
+            agent_id=agent_id or socket.gethostname(),
+            token=read_token(token, token_file, DEFAULT_TOKEN_FILE.expanduser()),
+            resource_pool=pool,
+            slots=slots,
+            slot_type=slot_type,
+            home=(home or DEFAULT_HOME).expanduser().absolute(),
+            addresses=[address] if address else [],
+            pythons=[parse_python_mapping(item) for item in python or ()],
+            container_runtime=container_runtime,
+            kill_on_exit=kill_on_exit,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise InvalidArgumentError(f"invalid agent settings: {problems}") from exc
+    if not settings.addresses:
+        settings = settings.model_copy(update={"addresses": [default_address(settings.master_url)]})
+    found = detect_slots(settings.slot_type, settings.slots)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings.home.mkdir(parents=True, exist_ok=True)
+    loop = create_agent(settings, found)
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger("stalwart.agent").info("%s: stopping", signal.Signals(signum).name)
+        loop.stop()
+
+    previous = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    kinds = ", ".join(sorted({slot.device_type for slot in found}))
+    typer.echo(
+        f"Stalwart agent {settings.agent_id!r}: {len(found)} {kinds} slot(s), "
+        f"master {settings.master_url}, home {settings.home}"
+    )
+    try:
+        loop.run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

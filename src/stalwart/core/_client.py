@@ -1,0 +1,302 @@
+"""A small session to the master for code running inside a task.
+
+Contract:
+
+- Every request carries the allocation token as ``Grpc-Metadata-x-allocation-token: Bearer
+  <token>`` (wire doc 1.4) and a JSON body encoded by :mod:`stalwart.core._json`.
+- Connection, read and protocol errors and HTTP 502/503/504 are retried with capped exponential
+  backoff until the request's deadline (:class:`RetryPolicy`, default five minutes: the master
+  may be restarting). Every method is retried, so a request the master did apply may be sent
+  again: the callers' requests are idempotent (checkpoint reports, progress, acks) or tolerate a
+  duplicate (a metrics report).
+- Any other status >= 400 raises at once: the :mod:`stalwart.errors` class of the status
+  (400 :class:`InvalidArgumentError` or :class:`FailedPreconditionError`, 401, 403, 404, 409,
+  413) or :class:`MasterAPIError`, with the master's message. A deadline that passes raises
+  :class:`MasterUnreachableError`.
+- Safe to share between threads. :meth:`Session.close` may be called from any thread: it wakes
+  retry waits and shuts down the sockets of requests in flight, which then raise
+  :class:`SessionClosedError` (this is how a 60-second long-poll is stopped at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import socket
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from stalwart import errors
+from stalwart.core._json import dumps, jsonable
+
+__all__ = [
+    "RETRY_STATUSES",
+    "MasterAPIError",
+    "MasterUnreachableError",
+    "RetryPolicy",
+    "Session",
+    "SessionClosedError",
+    "error_from_response",
+]
+
+logger = logging.getLogger("stalwart.core")
+
+RETRY_STATUSES = frozenset({502, 503, 504})
+"""Statuses a proxy or a restarting master answers: retried like a refused connection."""
+
+_RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+class MasterAPIError(errors.StalwartError):
+    """The master refused a request with a status that has no class of its own."""
+
+    code = "master_error"
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MasterUnreachableError(errors.StalwartError):
+    """The master did not answer before the request's deadline."""
+
+    code = "master_unreachable"
+
+
+class SessionClosedError(errors.StalwartError):
+    """The session was closed while a request waited or was in flight."""
+
+    code = "session_closed"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to keep trying an unreachable master.
+
+    The n-th wait (from 0) is ``min(max_backoff_s, initial_backoff_s * 2**n)`` plus up to 10 %
+    jitter; a request gives up when the next wait would end past ``deadline_s`` after its start.
+    """
+
+    initial_backoff_s: float = 0.25
+    max_backoff_s: float = 8.0
+    deadline_s: float = 300.0
+
+    def backoff(self, attempt: int) -> float:
+        """The wait before retry number ``attempt + 1``."""
+        base = min(self.max_backoff_s, self.initial_backoff_s * (2.0 ** min(attempt, 32)))
+        return base * (1.0 + random.uniform(0.0, 0.1))
+
+
+def _message(resp: httpx.Response) -> str:
+    """The master's error message (top-level ``message``, then ``error.message``, then
+    ``error.error``, as the official client looks), else the start of the body."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str) and body["message"]:
+            return str(body["message"])
+        inner = body.get("error")
+        if isinstance(inner, dict):
+            for key in ("message", "error"):
+                if isinstance(inner.get(key), str) and inner[key]:
+                    return str(inner[key])
+    text = resp.text.strip()
+    return text[:500] if text else resp.reason_phrase
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return ""
+    inner = body.get("error") if isinstance(body, dict) else None
+    return str(inner.get("reason", "")) if isinstance(inner, dict) else ""
+
+
+def error_from_response(resp: httpx.Response) -> errors.StalwartError:
+    """The exception for an error response (see the module contract)."""
+    status = resp.status_code
+    what = f"{resp.request.method} {resp.request.url.path}"
+    message = f"the master refused {what} (HTTP {status}): {_message(resp)}"
+    if status == 400:
+        if _reason(resp) == "FailedPrecondition":
+            return errors.FailedPreconditionError(message)
+        return errors.InvalidArgumentError(message)
+    by_status: dict[int, type[errors.StalwartError]] = {
+        401: errors.UnauthenticatedError,
+        403: errors.ForbiddenError,
+        404: errors.NotFoundError,
+        409: errors.AlreadyExistsError,
+        413: errors.PayloadTooLargeError,
+    }
+    cls = by_status.get(status)
+    if cls is not None:
+        return cls(message)
+    return MasterAPIError(message, status=status)
+
+
+class Session:
+    """Requests to one master with one allocation token (see the module contract)."""
+
+    def __init__(
+        self,
+        master_url: str,
+        token: str | None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.master_url = master_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+        self._token = token
+        self._transport = transport
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {token}"
+        self._client = httpx.Client(
+            base_url=self.master_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            follow_redirects=False,
+        )
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    def clone(self) -> Session:
+        """A new session with the same master, token and policy (its own connections), e.g.
+        for a thread whose requests :meth:`close` must be able to cut short on their own."""
+        return Session(
+            self.master_url,
+            self._token,
+            retry=self.retry,
+            timeout_s=self.timeout_s,
+            transport=self._transport,
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed.is_set()
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds, waking early when the session is closed; whether it
+        is closed."""
+        return self._closed.wait(timeout)
+
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):
+                with self._lock:
+                    self._sockets.add(sock)
+                    # A connection made while close() ran: close() may have missed it.
+                    late = self._closed.is_set()
+                if late:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        deadline: float | None = None,
+    ) -> httpx.Response:
+        """Send one request, retrying as the module contract says; the 2xx/3xx response.
+
+        ``body`` (any :func:`jsonable` value) is encoded once; ``content`` is JSON already
+        encoded; with neither, no body is sent. ``deadline`` is a ``time.monotonic()`` instant
+        that overrides the policy's deadline.
+        """
+        if body is not None:
+            content = dumps(jsonable(body, "request body"))
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        give_up = time.monotonic() + self.retry.deadline_s if deadline is None else deadline
+        attempt = 0
+        while True:
+            if self._closed.is_set():
+                raise SessionClosedError(f"{method} {path}: the session is closed")
+            try:
+                resp = self._client.request(
+                    method,
+                    path,
+                    content=content,
+                    headers=headers,
+                    params=params,
+                    timeout=self.timeout_s if timeout_s is None else timeout_s,
+                    extensions={"trace": self._trace},
+                )
+            except _RETRY_ERRORS as exc:
+                if self._closed.is_set():
+                    raise SessionClosedError(f"{method} {path}: the session is closed") from exc
+                problem = f"{type(exc).__name__}: {exc}"
+            except RuntimeError as exc:  # httpx: "Cannot send a request, as the client has been
+                # closed" when close() raced with this request.
+                if self._closed.is_set():
+                    raise SessionClosedError(f"{method} {path}: the session is closed") from exc
+                raise
+            else:
+                if resp.status_code not in RETRY_STATUSES:
+                    if resp.status_code >= 400:
+                        raise error_from_response(resp)
+                    return resp
+                problem = f"HTTP {resp.status_code}: {_message(resp)}"
+            wait = self.retry.backoff(attempt)
+            if time.monotonic() + wait > give_up:
+                raise MasterUnreachableError(
+                    f"the master at {self.master_url} did not answer {method} {path} in time "
+                    f"({attempt + 1} attempts; last: {problem})",
+                    hint="check that the master is running and reachable from the task",
+                )
+            if attempt == 0:
+                logger.warning("master unreachable for %s %s (%s); retrying", method, path, problem)
+            attempt += 1
+            if self._closed.wait(wait):
+                raise SessionClosedError(f"{method} {path}: the session is closed")
+
+    def get(self, path: str, *, params: dict[str, str] | None = None, **kw: Any) -> Any:
+        """GET; the decoded JSON body (``{}`` when empty)."""
+        return _json_of(self.request("GET", path, params=params, **kw))
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        """POST ``body`` (None: an empty body); the decoded JSON body (``{}`` when empty)."""
+        return _json_of(self.request("POST", path, body=body, **kw))
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> Any:
+        """PATCH ``body``; the decoded JSON body (``{}`` when empty)."""
+        return _json_of(self.request("PATCH", path, body=body, **kw))
+
+    def close(self) -> None:
+        """Stop: wake retry waits, cut requests in flight, close the connections (idempotent,
+        any thread)."""
+        self._closed.set()
+        with self._lock:
+            sockets = list(self._sockets)
+            self._sockets.clear()
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+        self._client.close()
+
+
+def _json_of(resp: httpx.Response) -> Any:
+    if not resp.content:
+        return {}
+    return resp.json()

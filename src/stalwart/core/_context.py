@@ -1,0 +1,251 @@
+"""``core.init()`` and ``core.Context``: the Core API's entry point.
+
+Contract:
+
+- ``init()`` takes Determined 0.38's keyword arguments. Inside a task (:func:`env.current` is
+  set) it builds contexts that talk to the master; outside one it builds the local twins
+  (metrics printed and kept in memory, checkpoints under ``./checkpoints`` or the given
+  ``checkpoint_storage``, never preempted). ``tensorboard_mode`` and ``async_checkpointing`` are
+  accepted and ignored.
+- A trial task calls ``POST /api/v1/runs/start`` once, at ``init()``, to register its checkpoint
+  storage (the answer's ``storageId`` goes into every checkpoint report).
+- A multi-slot or multi-container task needs an explicit ``distributed`` (:class:`ValueError`).
+- ``with init() as ctx:`` starts the preemption watcher; leaving the block (or :meth:`Context.
+  close`) stops it, flushes the queued metrics and closes the connections. An error the metrics
+  thread met is raised then, unless the block is already raising. ``InvalidHP`` raised in the
+  block is reported as an early exit and the process exits 0 (Determined's behaviour).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from stalwart.core import env as task_env
+from stalwart.core._checkpoint import CheckpointContext, LocalCheckpointContext
+from stalwart.core._client import RetryPolicy, Session
+from stalwart.core._distributed import DistributedContext, DummyDistributedContext
+from stalwart.core._info import ClusterInfo
+from stalwart.core._preempt import LocalPreemptContext, PreemptContext, PreemptMode
+from stalwart.core._searcher import (
+    LocalSearcherContext,
+    SearcherContext,
+    SearcherContextMissing,
+    parse_max_length,
+    parse_units,
+)
+from stalwart.core._storage import storage_config_of, storage_from_argument
+from stalwart.core._train import (
+    EarlyExitReason,
+    InvalidHP,
+    LocalTrainContext,
+    TensorboardMode,
+    TrainContext,
+)
+
+__all__ = ["DEFAULT_LOCAL_CHECKPOINTS", "Context", "build_context", "init"]
+
+logger = logging.getLogger("stalwart.core")
+
+DEFAULT_LOCAL_CHECKPOINTS = "checkpoints"
+"""Where checkpoints go off-cluster when ``checkpoint_storage`` is not given (relative to the
+working directory at ``init()``)."""
+
+StorageArg = str | os.PathLike[str] | Mapping[str, Any]
+
+
+class Context:
+    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.distributed``, ``.searcher``
+    and ``.info`` (None off-cluster). Build it with :func:`init`."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint: CheckpointContext | LocalCheckpointContext,
+        distributed: DistributedContext,
+        preempt: PreemptContext,
+        train: TrainContext | LocalTrainContext,
+        searcher: SearcherContext,
+        info: ClusterInfo | None = None,
+        session: Session | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.distributed = distributed
+        self.preempt = preempt
+        self.train = train
+        self.searcher = searcher
+        self.info = info
+        self._session = session
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the background work (the preemption watcher)."""
+        self.preempt.start()
+
+    def __enter__(self) -> Context:
+        self.start()
+        return self
+
+    def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_val: BaseException | None = None,
+        exc_tb: types.TracebackType | None = None,
+    ) -> None:
+        """Stop the watcher, flush metrics, close connections (idempotent). A metrics error is
+        raised unless ``exc_val`` says the caller is already failing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.preempt.close()
+            self.train.close(raise_errors=exc_val is None)
+        finally:
+            self.distributed.close()
+            if self._session is not None:
+                self._session.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: types.TracebackType | None,
+    ) -> None:
+        if isinstance(exc_val, InvalidHP):
+            self.train.report_early_exit(EarlyExitReason.INVALID_HP)
+            self.close()
+            logger.info("InvalidHP detected during Trial init, converting InvalidHP to exit(0)")
+            sys.exit(0)
+        self.close(exc_type, exc_val, exc_tb)
+
+
+def _local(
+    distributed: DistributedContext | None,
+    checkpoint_storage: StorageArg | None,
+    preempt_mode: PreemptMode,
+    info: ClusterInfo | None = None,
+    session: Session | None = None,
+) -> Context:
+    dist = distributed or DummyDistributedContext()
+    storage = storage_from_argument(
+        checkpoint_storage if checkpoint_storage is not None else DEFAULT_LOCAL_CHECKPOINTS
+    )
+    logger.info("storing checkpoints in %s", storage.base)
+    return Context(
+        checkpoint=LocalCheckpointContext(dist, storage),
+        distributed=dist,
+        preempt=LocalPreemptContext(dist, preempt_mode),
+        train=LocalTrainContext(),
+        searcher=LocalSearcherContext(dist),
+        info=info,
+        session=session,
+    )
+
+
+def _trial(
+    env: task_env.TaskEnv,
+    trial: task_env.TrialEnv,
+    session: Session,
+    dist: DistributedContext,
+    checkpoint_storage: StorageArg | None,
+    preempt_mode: PreemptMode,
+) -> Context:
+    storage_arg: StorageArg | None = checkpoint_storage
+    if storage_arg is None:
+        storage_arg = trial.config.get("checkpoint_storage")
+    if not storage_arg:
+        raise ValueError("the experiment config has no checkpoint_storage")
+    storage = storage_from_argument(storage_arg)
+    started = session.post(
+        "/api/v1/runs/start",
+        {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)},
+    )
+    backend_id = started.get("storageId")
+    train = TrainContext(
+        session,
+        trial_id=trial.trial_id,
+        trial_run_id=trial.trial_run_id,
+        experiment_id=trial.experiment_id,
+        allocation_id=env.allocation_id,
+        rank=dist.rank,
+    )
+    max_length = parse_max_length(trial.config)
+    searcher: SearcherContext = (
+        SearcherContext(dist, max_length, train.report_progress, parse_units(trial.config))
+        if max_length is not None
+        else SearcherContextMissing()
+    )
+    return Context(
+        checkpoint=CheckpointContext(
+            dist,
+            storage,
+            session,
+            task_id=env.task_id,
+            allocation_id=env.allocation_id,
+            storage_backend_id=int(backend_id) if backend_id is not None else None,
+        ),
+        distributed=dist,
+        preempt=PreemptContext(session, env.allocation_id, dist, preempt_mode),
+        train=train,
+        searcher=searcher,
+        info=ClusterInfo(env),
+        session=session,
+    )
+
+
+def build_context(
+    env: task_env.TaskEnv | None,
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: StorageArg | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    retry: RetryPolicy | None = None,
+) -> Context:
+    """:func:`init` for a given task environment (None: off-cluster) and retry policy."""
+    mode = PreemptMode(preempt_mode)
+    if env is None:
+        return _local(distributed, checkpoint_storage, mode)
+    rendezvous = env.rendezvous
+    containers = len(rendezvous.container_addrs) if rendezvous is not None else 1
+    if distributed is None and (containers > 1 or len(env.slot_ids) > 1):
+        raise ValueError("you must provide a valid DistributedContext for a multi-slot task")
+    dist = distributed or DummyDistributedContext()
+    session = Session(env.master_url, env.session_token, retry=retry)
+    try:
+        if env.trial is None:
+            return _local(dist, checkpoint_storage, mode, ClusterInfo(env), session)
+        return _trial(env, env.trial, session, dist, checkpoint_storage, mode)
+    except BaseException:
+        session.close()
+        raise
+
+
+def init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: StorageArg | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+    async_checkpointing: bool = True,
+) -> Context:
+    """The Core API context for this process: ``with core.init() as core_context: ...``.
+
+    Arguments (Determined 0.38's):
+        distributed: required for multi-slot tasks; rank 0 of 1 otherwise.
+        checkpoint_storage: a directory path or a ``checkpoint_storage`` config dict; default:
+            the experiment's storage in a task, ``./checkpoints`` off-cluster.
+        preempt_mode: who calls ``preempt.should_preempt()`` (:class:`PreemptMode`).
+        tensorboard_mode: accepted; TensorBoard files are not handled yet.
+        async_checkpointing: accepted; checkpoints are stored synchronously.
+    """
+    TensorboardMode(tensorboard_mode)
+    return build_context(
+        task_env.current(),
+        distributed=distributed,
+        checkpoint_storage=checkpoint_storage,
+        preempt_mode=preempt_mode,
+    )

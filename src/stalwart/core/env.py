@@ -1,0 +1,268 @@
+"""The task contract as one typed object: every variable a task reads lives in :class:`TaskEnv`.
+
+Contract:
+
+- :meth:`TaskEnv.from_environ` is the only place the harness reads ``os.environ`` (wire doc
+  5.2); it also reads ``$DET_RUN_DIR/info/rendezvous.json`` when present. Everything else in
+  ``stalwart.core`` receives a ``TaskEnv`` (or nothing, off-cluster).
+- Not in a task (``DET_MASTER`` or ``DET_ALLOCATION_ID`` unset): ``None``. ``DET_MASTER`` alone is
+  common in a user's shell (the CLI reads it), so it does not make a task.
+- In a task, a missing or malformed variable raises :class:`TaskEnvError` that names every bad
+  variable at once. ``TRIAL`` tasks also need the trial variables.
+- :func:`current` is :meth:`TaskEnv.from_environ` read once per process (``current.cache_clear()``
+  forgets it, for tests). :func:`torch_launcher_env` reads what ``torch.distributed.run`` sets.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stalwart.errors import StalwartError
+
+__all__ = [
+    "Rendezvous",
+    "TaskEnv",
+    "TaskEnvError",
+    "TorchLauncherEnv",
+    "TrialEnv",
+    "canonical_master_url",
+    "current",
+    "torch_launcher_env",
+]
+
+DEFAULT_MASTER_PORT = 8080
+
+
+class TaskEnvError(StalwartError):
+    """The task's environment breaks the task contract (a launcher bug, not a user error)."""
+
+    code = "invalid_task_env"
+
+
+def canonical_master_url(value: str) -> str:
+    """``DET_MASTER`` as the official client canonicalizes it: scheme and port added when
+    missing (``http://HOST:8080``), trailing ``/`` stripped."""
+    url = value.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    scheme, rest = url.split("://", 1)
+    host, slash, path = rest.partition("/")
+    if ":" not in host.rsplit("]", 1)[-1]:
+        host = f"{host}:{DEFAULT_MASTER_PORT}"
+    return f"{scheme}://{host}{slash}{path}".rstrip("/")
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """``rendezvous.json``: the containers of a multi-container allocation and this one's rank."""
+
+    container_addrs: tuple[str, ...]
+    container_rank: int
+    container_slot_counts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TrialEnv:
+    """The trial variables of a ``TRIAL`` task."""
+
+    trial_id: int
+    experiment_id: int
+    trial_run_id: int
+    trial_seed: int
+    hparams: Mapping[str, Any]
+    config: Mapping[str, Any]
+    """The fully defaulted experiment config (``DET_EXPERIMENT_CONFIG``)."""
+    steps_completed: int
+
+
+@dataclass(frozen=True)
+class TaskEnv:
+    """Everything a task learns from its environment (wire doc 5.2 and 5.3)."""
+
+    master_url: str
+    cluster_id: str
+    agent_id: str
+    slot_ids: tuple[int, ...]
+    task_id: str
+    allocation_id: str
+    session_token: str
+    task_type: str
+    user: str | None = None
+    container_id: str | None = None
+    """``DET_CONTAINER_ID``, else ``DET_RESOURCES_ID``."""
+    run_dir: Path | None = None
+    latest_checkpoint: str | None = None
+    trial: TrialEnv | None = None
+    rendezvous: Rendezvous | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> TaskEnv | None:
+        """The task's environment, or None outside a task (see the module contract)."""
+        env = os.environ if environ is None else environ
+        if not env.get("DET_MASTER") or not env.get("DET_ALLOCATION_ID"):
+            return None
+        reader = _Reader(env)
+        task_type = reader.text("DET_TASK_TYPE")
+        trial = _read_trial(reader) if task_type == "TRIAL" else None
+        run_dir_text = env.get("DET_RUN_DIR")
+        run_dir = Path(run_dir_text) if run_dir_text else None
+        task = cls(
+            master_url=canonical_master_url(reader.text("DET_MASTER")),
+            cluster_id=reader.text("DET_CLUSTER_ID"),
+            agent_id=reader.text("DET_AGENT_ID"),
+            slot_ids=reader.slot_ids("DET_SLOT_IDS"),
+            task_id=reader.text("DET_TASK_ID"),
+            allocation_id=reader.text("DET_ALLOCATION_ID"),
+            session_token=reader.text("DET_SESSION_TOKEN"),
+            task_type=task_type,
+            user=env.get("DET_USER") or None,
+            container_id=env.get("DET_CONTAINER_ID") or env.get("DET_RESOURCES_ID") or None,
+            run_dir=run_dir,
+            latest_checkpoint=env.get("DET_LATEST_CHECKPOINT") or None,
+            trial=trial,
+            rendezvous=_read_rendezvous(reader, run_dir),
+        )
+        reader.raise_problems()
+        return task
+
+    @property
+    def is_trial(self) -> bool:
+        """Whether this is a ``TRIAL`` task (with :attr:`trial` set)."""
+        return self.trial is not None
+
+
+class _Reader:
+    """Reads variables, collecting every problem instead of stopping at the first."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.problems: list[str] = []
+
+    def text(self, name: str) -> str:
+        value = self.env.get(name)
+        if value is None or value == "":
+            self.problems.append(f"{name} is not set")
+            return ""
+        return value
+
+    def integer(self, name: str) -> int:
+        value = self.text(name)
+        if not value:
+            return 0
+        try:
+            return int(value)
+        except ValueError:
+            self.problems.append(f"{name} is not an integer: {value!r}")
+            return 0
+
+    def json_value(self, name: str, default: Any) -> Any:
+        value = self.text(name)
+        if not value:
+            return default
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            self.problems.append(f"{name} is not JSON: {exc}")
+            return default
+
+    def json_object(self, name: str) -> dict[str, Any]:
+        value = self.json_value(name, {})
+        if not isinstance(value, dict):
+            self.problems.append(f"{name} is not a JSON object")
+            return {}
+        return value
+
+    def slot_ids(self, name: str) -> tuple[int, ...]:
+        value = self.json_value(name, [])
+        if not isinstance(value, list):
+            self.problems.append(f"{name} is not a JSON list")
+            return ()
+        out: list[int] = []
+        for item in value:
+            if isinstance(item, int) and not isinstance(item, bool):
+                out.append(item)
+            elif isinstance(item, str) and item.isdigit():
+                out.append(int(item))
+            else:
+                self.problems.append(f"{name} has a slot id that is not an integer: {item!r}")
+        return tuple(out)
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise TaskEnvError(
+                "the task environment is incomplete: " + "; ".join(self.problems),
+                hint="the launcher must set the variables of the task contract",
+            )
+
+
+def _read_trial(reader: _Reader) -> TrialEnv:
+    return TrialEnv(
+        trial_id=reader.integer("DET_TRIAL_ID"),
+        experiment_id=reader.integer("DET_EXPERIMENT_ID"),
+        trial_run_id=reader.integer("DET_TRIAL_RUN_ID"),
+        trial_seed=reader.integer("DET_TRIAL_SEED"),
+        hparams=reader.json_object("DET_HPARAMS"),
+        config=reader.json_object("DET_EXPERIMENT_CONFIG"),
+        steps_completed=reader.integer("DET_STEPS_COMPLETED"),
+    )
+
+
+def _read_rendezvous(reader: _Reader, run_dir: Path | None) -> Rendezvous | None:
+    if run_dir is None:
+        return None
+    path = run_dir / "info" / "rendezvous.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        reader.problems.append(f"{path} cannot be read: {exc}")
+        return None
+    try:
+        addrs = tuple(str(a) for a in raw["container_addrs"])
+        rank = int(raw["container_rank"])
+        counts = tuple(int(c) for c in raw["container_slot_counts"])
+    except (KeyError, TypeError, ValueError) as exc:
+        reader.problems.append(f"{path} is malformed: {exc!r}")
+        return None
+    return Rendezvous(container_addrs=addrs, container_rank=rank, container_slot_counts=counts)
+
+
+@functools.cache
+def current() -> TaskEnv | None:
+    """This process's :class:`TaskEnv` (read once), or None outside a task."""
+    return TaskEnv.from_environ()
+
+
+@dataclass(frozen=True)
+class TorchLauncherEnv:
+    """What ``torch.distributed.run`` tells each worker process."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    cross_rank: int
+    cross_size: int
+
+
+def torch_launcher_env(environ: Mapping[str, str] | None = None) -> TorchLauncherEnv:
+    """The torch launcher's variables; :class:`KeyError` when a variable is missing (what
+    ``DistributedContext.from_torch_distributed`` callers catch to detect a plain run)."""
+    env = os.environ if environ is None else environ
+    size = int(env["WORLD_SIZE"])
+    local_size = int(env["LOCAL_WORLD_SIZE"])
+    return TorchLauncherEnv(
+        rank=int(env["RANK"]),
+        size=size,
+        local_rank=int(env["LOCAL_RANK"]),
+        local_size=local_size,
+        cross_rank=int(env["GROUP_RANK"]),
+        cross_size=size // local_size if local_size else 1,
+    )

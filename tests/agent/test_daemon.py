@@ -1,0 +1,189 @@
+"""The reconcile step with real processes and a real master for logs and model definitions:
+constructed SyncResponses in, SyncRequests out (no HTTP mocking)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stalwart.agent.context import fetch_context
+from stalwart.agent.daemon import Daemon
+from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncResponse, TaskSpec
+from stalwart.agent.runner import ProcessRunner
+from stalwart.agent.settings import AgentSettings
+from stalwart.agent.shipper import LogShipper
+from stalwart.agent.workspace import container_dir
+from tests.agent.conftest import Master, task_spec, wait_for
+from tests.master.test_allocations_api import TrialEnv
+
+SLOTS = [SlotInfo(id="0", device_type="cpu")]
+SLEEPER = "import time; print('up', flush=True); time.sleep(60)"
+STUBBORN = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: print('no', flush=True))\n"
+    "print('up', flush=True)\n"
+    "while True: time.sleep(0.05)\n"
+)
+
+
+def agent_settings(master_url: str, home: Path, **extra: object) -> AgentSettings:
+    return AgentSettings.model_validate(
+        {
+            "master_url": master_url,
+            "agent_id": "agent-t",
+            "token": "agent-token",
+            "home": home,
+            "addresses": ["127.0.0.1"],
+            "log_flush_seconds": 0.05,
+            **extra,
+        }
+    )
+
+
+def make_daemon(settings: AgentSettings, http: httpx.Client) -> Daemon:
+    shipper = LogShipper(settings.master_url, flush_seconds=0.05, max_backoff_seconds=0.2)
+
+    def fetch(spec: TaskSpec) -> bytes:
+        return fetch_context(http, settings.master_url, spec.task_id, spec.token)
+
+    shipper.start()
+    return Daemon(
+        settings,
+        SLOTS,
+        runner=ProcessRunner(),
+        shipper=shipper,
+        fetch=fetch,
+        base_env=dict(os.environ),
+    )
+
+
+@pytest.fixture
+def daemon(master: Master, tmp_path: Path) -> Iterator[Daemon]:
+    with httpx.Client() as http:
+        agent = make_daemon(agent_settings(master.url, tmp_path / "agent"), http)
+        yield agent
+        agent.shutdown(kill=True, grace=0.0)
+        agent.shipper.close(timeout=2.0)
+
+
+def status(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
+    (found,) = [
+        c
+        for c in daemon.build_request(0).containers
+        if (c.allocation_id, c.rank) == (spec.allocation_id, spec.rank)
+    ]
+    return found
+
+
+def until_exited(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
+    def exited() -> bool:
+        daemon.refresh()
+        return status(daemon, spec).state == "EXITED"
+
+    wait_for("the container to be reported EXITED", exited)
+    return status(daemon, spec)
+
+
+def output(daemon: Daemon, spec: TaskSpec) -> str:
+    path = container_dir(daemon.settings.home, spec.allocation_id, spec.rank) / "stdout.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_start_report_exit_logs_and_forget(daemon: Daemon, master: Master, trial: TrialEnv) -> None:
+    script = "import os; print(sorted(os.listdir('.'))); print(os.environ['DET_AGENT_ID'])"
+    spec = task_spec(
+        trial, script, has_context=True, info_files={"cluster.json": '{"master_url": ""}'}
+    )
+    assert daemon.apply(SyncResponse(start=[spec])) is True
+    first = status(daemon, spec)
+    assert first.state == "RUNNING"
+    assert first.pid
+    daemon.apply(SyncResponse(start=[spec]))  # idempotent per (allocation, rank)
+    assert status(daemon, spec).pid == first.pid
+    assert len(daemon.containers) == 1
+
+    final = until_exited(daemon, spec)
+    assert (final.exit_code, final.exit_reason) == (0, None)
+    # The exit is reported only once the lines are at the master.
+    logs = master.task_logs(trial.task_id)
+    assert [(e["log"], e["source"]) for e in logs] == [
+        ("['train.py']\n", "task"),
+        ("agent-t\n", "task"),
+        ("container exited with code 0\n", "agent"),
+    ]
+    info = container_dir(daemon.settings.home, trial.allocation_id, 0) / "run/info/cluster.json"
+    assert json.loads(info.read_text()) == {"master_url": master.url}
+
+    request = daemon.build_request(20.0)
+    assert (request.wait_seconds, request.slots, request.addresses) == (20.0, SLOTS, ["127.0.0.1"])
+    assert daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"])) is True
+    assert daemon.build_request(0).containers == []
+    assert not (daemon.settings.home / "tasks" / trial.allocation_id).exists()
+    assert daemon.apply(SyncResponse()) is False
+
+
+def test_kill_stops_every_rank_sigkill_after_the_grace(
+    daemon: Daemon, master: Master, trial: TrialEnv
+) -> None:
+    polite, stubborn = task_spec(trial, SLEEPER), task_spec(trial, STUBBORN, rank=1)
+    daemon.apply(SyncResponse(start=[polite, stubborn]))
+    wait_for(
+        "the children to start",
+        lambda: all("up" in output(daemon, spec) for spec in (polite, stubborn)),
+    )
+    daemon.apply(SyncResponse(kill=[trial.allocation_id], kill_grace_seconds=0.3))
+    wait_for("SIGTERM to be ignored", lambda: "no" in output(daemon, stubborn))
+    assert (until_exited(daemon, polite).exit_code, status(daemon, polite).exit_reason) == (
+        -15,
+        "killed by SIGTERM",
+    )
+    killed = until_exited(daemon, stubborn)
+    assert (killed.exit_code, killed.exit_reason) == (-9, "killed by SIGKILL")
+    agent_lines = [e["log"] for e in master.task_logs(trial.task_id) if e["source"] == "agent"]
+    assert "container did not stop after SIGTERM; sending SIGKILL\n" in agent_lines
+    assert agent_lines.count("stopping container: SIGTERM, SIGKILL after 0.3s\n") == 2
+
+
+def test_start_failures_are_reported_as_exits_without_a_code(
+    daemon: Daemon, master: Master, trial: TrialEnv
+) -> None:
+    missing = task_spec(trial, "", argv=["/nonexistent/train"])
+    bad_context = task_spec(trial, "", rank=1, has_context=True, token="wrong-token")
+    daemon.apply(SyncResponse(start=[missing, bad_context]))
+    first, second = until_exited(daemon, missing), until_exited(daemon, bad_context)
+    assert first.exit_code is None
+    assert first.exit_reason is not None
+    assert first.exit_reason.startswith("failed to start: cannot start '/nonexistent/train'")
+    assert second.exit_code is None
+    assert "model definition" in (second.exit_reason or "")
+    lines = [e["log"] for e in master.task_logs(trial.task_id)]
+    assert any(line.startswith("container failed to start: cannot start") for line in lines)
+
+
+def test_forget_keeps_running_containers_and_ignores_unknown_ones(
+    daemon: Daemon, trial: TrialEnv
+) -> None:
+    spec = task_spec(trial, SLEEPER)
+    daemon.apply(SyncResponse(start=[spec], forget=["nope.1/0", "garbage"]))
+    daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"]))
+    assert status(daemon, spec).state == "RUNNING"
+    assert daemon.apply(SyncResponse(kill=["unknown.1"])) is True
+    assert status(daemon, spec).state == "RUNNING"
+
+
+def test_shutdown_leaves_containers_unless_asked_to_kill(daemon: Daemon, trial: TrialEnv) -> None:
+    spec = task_spec(trial, SLEEPER)
+    daemon.apply(SyncResponse(start=[spec]))
+    pid = status(daemon, spec).pid
+    assert pid is not None
+    daemon.shutdown(kill=False, grace=0.0)
+    assert daemon.refresh() is False
+    assert status(daemon, spec).state == "RUNNING"
+    os.kill(pid, 0)  # still alive
+    daemon.shutdown(kill=True, grace=0.2)
+    assert status(daemon, spec).state == "EXITED"

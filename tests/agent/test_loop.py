@@ -1,0 +1,152 @@
+"""The sync loop against a real master: registration, a wrong token, an outage that leaves the
+containers running, the master coming back, and stopping without (or with) killing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stalwart.agent.loop import AgentLoop, post_sync
+from stalwart.agent.protocol import SlotInfo, SyncRequest, SyncResponse
+from stalwart.errors import UnauthenticatedError
+from tests.agent.conftest import Master, closed_port, master_settings, serve, task_spec, wait_for
+from tests.agent.test_daemon import SLEEPER, agent_settings, make_daemon
+from tests.master.test_allocations_api import TrialEnv
+
+SLOTS = [SlotInfo(id="0", device_type="cpu")]
+
+
+def agent_ids(master: Master) -> list[str]:
+    with master.http() as http:
+        resp = http.get("/api/v1/agents", headers=master.admin())
+    assert resp.status_code == 200, resp.text
+    return [agent["id"] for agent in resp.json()["agents"]]
+
+
+@contextmanager
+def running(loop: AgentLoop) -> Iterator[threading.Thread]:
+    """Run the loop in a thread; stop it and require it to return."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            loop.run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        loop.stop()
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the agent loop did not stop"
+    if errors:
+        raise errors[0]
+
+
+def test_a_wrong_agent_token_is_fatal(master: Master, tmp_path: Path) -> None:
+    settings = agent_settings(master.url, tmp_path, token="wrong")
+
+    async def sync() -> SyncResponse:
+        async with httpx.AsyncClient() as client:
+            return await post_sync(client, settings, SyncRequest(slots=SLOTS))
+
+    with pytest.raises(UnauthenticatedError, match="refused the agent token"):
+        asyncio.run(sync())
+    with httpx.Client() as http:
+        loop = AgentLoop(make_daemon(settings, http))
+        with pytest.raises(UnauthenticatedError), running(loop):
+            wait_for("the loop to give up", lambda: not loop.daemon.shipper._thread.is_alive())
+
+
+def test_the_agent_registers_and_long_polls(master: Master, tmp_path: Path) -> None:
+    settings = agent_settings(
+        master.url,
+        tmp_path,
+        token=master.state.agent_token,
+        agent_id="agent-reg",
+        idle_wait_seconds=0.3,
+    )
+    with httpx.Client() as http:
+        loop = AgentLoop(make_daemon(settings, http))
+        with running(loop):
+            wait_for("the agent to register", lambda: "agent-reg" in agent_ids(master))
+            wait_for("a second sync", lambda: loop.syncs >= 2)
+            assert loop.ready_file.read_text() == "agent-reg\n"
+        assert not loop.ready_file.exists()
+
+
+def test_an_outage_keeps_containers_running_and_the_agent_comes_back(
+    tmp_path: Path, trial_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings_m = master_settings(trial_home)
+    with serve(settings_m) as first:
+        trial, port, token = first.trial(), first.port, first.state.agent_token
+    settings = agent_settings(f"http://127.0.0.1:{port}", tmp_path, token=token)
+    with httpx.Client() as http:
+        loop = AgentLoop(make_daemon(settings, http))
+        loop.daemon.apply(SyncResponse(start=[task_spec(trial, SLEEPER)]))
+        pid = loop.daemon.build_request(0).containers[0].pid
+        assert pid is not None
+        with (
+            caplog.at_level(logging.INFO, logger="stalwart.agent"),
+            running(loop) as thread,
+        ):
+            wait_for("the outage to be noticed", lambda: "unreachable" in caplog.text)
+            assert _alive(pid)
+            with serve(settings_m, port=port) as again:
+                wait_for("the master to be back", lambda: "master back" in caplog.text)
+                assert "agent-t" in agent_ids(again)
+                # The master does not know the container, so it has it killed.
+                wait_for("the unknown container to stop", lambda: not _alive(pid))
+                wait_for("its exit to be reported", lambda: not loop.daemon.containers)
+                loop.stop()  # while the master is up, so the last lines ship
+                thread.join(timeout=15)
+        assert caplog.text.count("unreachable") == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return not stat.split(") ", 1)[1].startswith("Z")
+
+
+@pytest.fixture
+def trial_home(tmp_path: Path) -> Path:
+    return tmp_path / "master-home"
+
+
+@pytest.mark.parametrize("kill_on_exit", [False, True])
+def test_stop_leaves_containers_unless_kill_on_exit(
+    tmp_path: Path, trial: TrialEnv, master: Master, kill_on_exit: bool
+) -> None:
+    settings = agent_settings(
+        f"http://127.0.0.1:{closed_port()}",
+        tmp_path,
+        kill_on_exit=kill_on_exit,
+        kill_grace_seconds=0.2,
+        max_backoff_seconds=0.1,
+        exit_log_wait_seconds=0.1,
+        shutdown_log_timeout_seconds=0.1,
+    )
+    with httpx.Client() as http:
+        loop = AgentLoop(make_daemon(settings, http))
+        loop.daemon.apply(SyncResponse(start=[task_spec(trial, SLEEPER)]))
+        pid = loop.daemon.build_request(0).containers[0].pid
+        assert pid is not None
+        with running(loop):
+            pass
+        assert _alive(pid) is not kill_on_exit
+        if not kill_on_exit:
+            loop.daemon.shutdown(kill=True, grace=0.0)

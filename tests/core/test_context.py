@@ -1,0 +1,194 @@
+"""core.init(): a Determined Core API script runs unchanged but for its import line, in a task and
+off-cluster; InvalidHP; the multi-slot rule; import hygiene."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import stalwart as det
+from stalwart.core import LocalTrainContext, TaskEnv
+from stalwart.core._context import build_context
+from stalwart.core.env import current
+from stalwart.master.db.tables import Trial
+from tests.core.conftest import FAST_RETRY, MasterServer, new_trial_environ, read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent(
+    """\
+    import logging
+    import sys
+
+    import stalwart as det
+
+    logging.basicConfig(level=logging.WARNING, format=det.LOG_FORMAT)
+
+    with det.core.init(tensorboard_mode=det.core.TensorboardMode.MANUAL) as core_context:
+        info = det.get_cluster_info()
+        start = 0
+        if info is not None and info.latest_checkpoint:
+            with core_context.checkpoint.restore_path(info.latest_checkpoint) as path:
+                start = int((path / "step").read_text())
+        for step in range(start + 1, 6):
+            core_context.train.report_training_metrics(step, {"loss": 1.0 / step})
+            if core_context.preempt.should_preempt():
+                sys.exit(0)
+        core_context.train.report_validation_metrics(5, {"loss": 0.2})
+        with core_context.checkpoint.store_path({"steps_completed": 5}) as (path, uuid):
+            (path / "step").write_text("5")
+        print("saved", uuid)
+
+    heavy = [m for m in sys.modules if m.split(".")[0] in
+             ("fastapi", "sqlalchemy", "uvicorn", "starlette", "torch", "tensorflow")
+             or m.startswith("stalwart.master")]
+    print("heavy modules:", heavy)
+    """
+)
+
+
+def run_script(tmp_path: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env.update(environ)
+    env["PYTHONPATH"] = str(REPO / "src")
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def no_task(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.startswith("DET_"):
+            monkeypatch.delenv(name)
+    current.cache_clear()
+    yield
+    current.cache_clear()
+
+
+def test_a_core_api_script_in_a_task(master: MasterServer, tmp_path: Path) -> None:
+    environ = new_trial_environ(master)
+    done = run_script(tmp_path, environ)
+    assert done.returncode == 0, done.stderr
+    assert "heavy modules: []" in done.stdout
+    env = TaskEnv.from_environ(environ)
+    assert env is not None
+    assert [r["totalBatches"] for r in read_metrics(master, env, "training")] == [1, 2, 3, 4, 5]
+    assert [r["totalBatches"] for r in read_metrics(master, env, "validation")] == [5]
+    uuid = done.stdout.split("saved ", 1)[1].split()[0]
+    with master.state.sessions() as session:
+        trial = session.get(Trial, int(environ["DET_TRIAL_ID"]))
+        assert trial is not None
+        assert trial.latest_checkpoint == uuid
+
+
+def test_the_same_script_off_cluster(tmp_path: Path) -> None:
+    done = run_script(tmp_path, {})
+    assert done.returncode == 0, done.stderr
+    assert '[training] steps_completed=1 {"loss": 1.0}' in done.stdout
+    assert "heavy modules: []" in done.stdout
+    uuid = done.stdout.split("saved ", 1)[1].split()[0]
+    assert (tmp_path / "checkpoints" / uuid / "step").read_text() == "5"
+    assert (tmp_path / "checkpoints" / uuid / "metadata.json").exists()
+
+
+def test_local_init(no_task: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with det.core.init() as ctx:
+        assert ctx.info is None
+        assert det.get_cluster_info() is None
+        assert isinstance(ctx.train, LocalTrainContext)
+        ctx.train.report_training_metrics(1, {"loss": 0.5})
+        assert ctx.train.reports[0].metrics == {"loss": 0.5}
+        assert ctx.preempt.should_preempt() is False
+        assert ctx.distributed.size == 1
+        with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, _uuid):
+            assert path.parent == tmp_path / "checkpoints"
+    elsewhere = det.core.init(checkpoint_storage=str(tmp_path / "elsewhere"))
+    with elsewhere, elsewhere.checkpoint.store_path({"steps_completed": 1}) as (path, _uuid):
+        assert path.parent == tmp_path / "elsewhere"
+
+
+def test_init_reads_the_task_environment(
+    master: MasterServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = new_trial_environ(master)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    current.cache_clear()
+    try:
+        info = det.get_cluster_info()
+        assert info is not None
+        assert info.allocation_id == environ["DET_ALLOCATION_ID"]
+        assert info.trial.trial_id == int(environ["DET_TRIAL_ID"])
+        assert info.trial.hparams == {"lr": 0.1}
+        assert info.slot_ids == [0]
+        assert info.container_rank == 0
+        with det.core.init() as ctx:
+            assert ctx.info is not None
+            assert ctx.info.task_id == environ["DET_TASK_ID"]
+    finally:
+        current.cache_clear()
+
+
+def test_invalid_hp_is_an_early_exit(master: MasterServer) -> None:
+    environ = new_trial_environ(master)
+    env = TaskEnv.from_environ(environ)
+    assert env is not None
+    assert env.trial is not None
+    with pytest.raises(SystemExit) as exited, build_context(env, retry=FAST_RETRY):
+        raise det.InvalidHP("lr too big")
+    assert exited.value.code == 0
+    with master.state.sessions() as session:
+        trial = session.get(Trial, env.trial.trial_id)
+        assert trial is not None
+        assert trial.early_exit_reason is not None
+
+
+def test_multi_slot_tasks_need_a_distributed_context(master: MasterServer) -> None:
+    environ = new_trial_environ(master) | {"DET_SLOT_IDS": "[0, 1]"}
+    env = TaskEnv.from_environ(environ)
+    with pytest.raises(ValueError, match="valid DistributedContext"):
+        build_context(env)
+
+
+def test_non_trial_tasks_get_local_contexts(master: MasterServer, tmp_path: Path) -> None:
+    environ = new_trial_environ(master) | {"DET_TASK_TYPE": "COMMAND"}
+    env = TaskEnv.from_environ(environ)
+    with build_context(env, checkpoint_storage=str(tmp_path)) as ctx:
+        assert ctx.info is not None
+        assert isinstance(ctx.train, LocalTrainContext)
+        with pytest.raises(RuntimeError, match="task_type is COMMAND"):
+            _ = ctx.info.trial
+
+
+def test_import_stalwart_is_cheap() -> None:
+    code = (
+        "import sys, stalwart\n"
+        "prefixes = ('stalwart.', 'httpx', 'pydantic')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(prefixes))\n"
+        "assert not loaded, loaded\n"
+        "assert stalwart.LOG_FORMAT.startswith('%(levelname)s')\n"
+        "assert 'core' in dir(stalwart)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = getattr(det, "nope")  # noqa: B009 (the module __getattr__ is under test)

@@ -1,0 +1,130 @@
+"""MetricsShipper over a scripted master: batching what is queued, order, 413 splits, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from stalwart import errors
+from stalwart.core._client import RetryPolicy, Session
+from stalwart.core._metrics import MetricsShipper, prepare_report
+
+FAST = RetryPolicy(initial_backoff_s=0.001, max_backoff_s=0.01, deadline_s=5.0)
+WAIT_S = 10.0
+
+
+def shipper_over(
+    handler: Callable[[httpx.Request], httpx.Response], **kw: Any
+) -> tuple[MetricsShipper, Session]:
+    session = Session("http://m:8080", "tok", retry=FAST, transport=httpx.MockTransport(handler))
+    return MetricsShipper(session, trial_id=7, trial_run_id=2, **kw), session
+
+
+def steps(request: httpx.Request) -> list[int]:
+    return [r["metrics"]["stepsCompleted"] for r in json.loads(request.content)["reports"]]
+
+
+def test_what_is_queued_goes_in_one_post_in_order() -> None:
+    posts: list[list[int]] = []
+    first_seen = threading.Event()
+    release = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/trials/metrics/batch"
+        posts.append(steps(request))
+        first_seen.set()
+        assert release.wait(WAIT_S)
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler)
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    assert first_seen.wait(WAIT_S)  # the first post is in flight; the rest queue up
+    for step in range(2, 6):
+        shipper.publish(prepare_report("training", step, {"loss": 1.0 / step}))
+    release.set()
+    shipper.close()
+    session.close()
+    assert posts == [[1], [2, 3, 4, 5]]
+
+
+def test_wire_shape() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler)
+    shipper.publish(prepare_report("validation", 3, {"acc": float("nan")}, None))
+    shipper.close()
+    session.close()
+    report = bodies[0]["reports"][0]
+    assert report["group"] == "validation"
+    assert report["metrics"]["trialId"] == 7
+    assert report["metrics"]["trialRunId"] == 2
+    assert report["metrics"]["stepsCompleted"] == 3
+    assert report["metrics"]["metrics"] == {"avgMetrics": {"acc": "NaN"}, "batchMetrics": None}
+    assert report["metrics"]["reportTime"].endswith("+00:00")
+
+
+def test_413_splits_the_batch() -> None:
+    landed: list[int] = []
+    first_seen = threading.Event()
+    release = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        got = steps(request)
+        first_seen.set()
+        assert release.wait(WAIT_S)
+        if len(got) > 1:
+            return httpx.Response(413, json={"message": "too large"})
+        landed.extend(got)
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler)
+    shipper.publish(prepare_report("training", 0, {"loss": 1.0}))
+    assert first_seen.wait(WAIT_S)
+    for step in range(1, 6):
+        shipper.publish(prepare_report("training", step, {"loss": 1.0}))
+    release.set()
+    shipper.close()
+    session.close()
+    assert landed == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_refusal_is_raised_once_by_the_next_call() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if steps(request) == [1]:
+            return httpx.Response(400, json={"message": "invalid run id"})
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler)
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    shipper.close(raise_errors=False)  # flushes; the error is logged, not raised
+    assert shipper.dropped == 1
+    session.close()
+
+    shipper, session = shipper_over(handler)
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    with pytest.raises(errors.InvalidArgumentError, match="invalid run id"):
+        shipper.close()
+    shipper.close()  # idempotent; the error was raised once
+    with pytest.raises(RuntimeError, match="after the context was closed"):
+        shipper.publish(prepare_report("training", 2, {"loss": 1.0}))
+    session.close()
+
+
+def test_prepare_report_checks() -> None:
+    with pytest.raises(ValueError, match="metric group"):
+        prepare_report("", 1, {})
+    with pytest.raises(TypeError, match="steps_completed must be an int"):
+        prepare_report("training", True, {})
+    with pytest.raises(TypeError, match="metrics must be a dict"):
+        prepare_report("training", 1, [1])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="batch_metrics must be a list of dicts"):
+        prepare_report("training", 1, {}, [1])  # type: ignore[list-item]
