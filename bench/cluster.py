@@ -25,7 +25,15 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import BenchError, Measurement, Options, _free_port, latency_stats
+from bench.common import (
+    BenchError,
+    Measurement,
+    Options,
+    _free_port,
+    latency_stats,
+    print_table,
+    write_results,
+)
 from stalwart.local import LocalCluster
 
 __all__ = ["NAME", "run"]
@@ -187,8 +195,11 @@ def run(options: Options) -> list[Measurement]:
         results = [_launch_latency(cluster, client, work)]
         results += _sleep_trials(cluster, client, 160 if options.quick else 1000, slots)
         client.close()
-        return results
     finally:
         cluster.stop()
         if options.workdir is None and not options.keep:
             shutil.rmtree(work, ignore_errors=True)
+    print_table(NAME, results)
+    path = write_results(NAME, options, results, {"setup": {"slots": slots, "database": "sqlite"}})
+    print(f"raw results: {path}")
+    return results

@@ -53,7 +53,8 @@ __all__ = ["TICK_S", "AgentLoop", "MasterUnavailableError", "create_agent", "pos
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.2
+TICK_S = 0.05
+FAST_TICK_S = 0.01
 _RETRY_STATUS = frozenset({408, 429})
 
 
@@ -179,7 +180,7 @@ class AgentLoop:
             request = daemon.build_request(self._inflight_wait)
             self._reported = len(request.containers)
             inflight = asyncio.create_task(post_sync(client, settings, request))
-        done, _ = await asyncio.wait({inflight}, timeout=TICK_S)
+        done, _ = await asyncio.wait({inflight}, timeout=self._tick())
         if not done:
             return inflight
         try:
@@ -201,6 +202,11 @@ class AgentLoop:
         if await asyncio.to_thread(daemon.apply, response):
             self._dirty, self._due = True, time.monotonic() + response.sync_interval_seconds
         return None
+
+    def _tick(self) -> float:
+        """``TICK_S``, or a fast tick while an exit waits for its last lines to ship."""
+        exiting = any(c.phase == "EXITING" for c in self.daemon.containers.values())
+        return FAST_TICK_S if exiting else TICK_S
 
     @property
     def ready_file(self) -> Path:

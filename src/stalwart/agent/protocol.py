@@ -144,5 +144,7 @@ class SyncResponse(_Model):
         default=10.0, description="Time between SIGTERM and SIGKILL when killing."
     )
     sync_interval_seconds: float = Field(
-        default=1.0, description="How soon to sync again after an answer with work in it."
+        default=0.0,
+        description="How soon to sync again after an answer with work in it (0: at once; the "
+        "next sync long-polls, so this costs nothing and new work starts without delay).",
     )

@@ -107,6 +107,7 @@ def agent(
         settings = settings.model_copy(update={"addresses": [default_address(settings.master_url)]})
     found = detect_slots(settings.slot_type, settings.slots)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
     settings.home.mkdir(parents=True, exist_ok=True)
     loop = create_agent(settings, found)
 

@@ -26,6 +26,7 @@ __all__ = [
     "ALLOCATION_STATES",
     "EXPERIMENT_TERMINAL",
     "EXPERIMENT_TRANSITIONS",
+    "LIVE_ALLOCATION_STATES",
     "TRIAL_TERMINAL",
     "TRIAL_TRANSITIONS",
     "EventBus",
@@ -86,6 +87,10 @@ ALLOCATION_STATES = (
     "TERMINATED",
 )
 """Allocation states in order; an allocation only moves forward."""
+
+LIVE_ALLOCATION_STATES = ALLOCATION_STATES[:-1]
+"""Every state but TERMINATED. Query with ``state.in_(LIVE_ALLOCATION_STATES)`` rather than
+``state != 'TERMINATED'``: the state index serves it, so the cost does not grow with history."""
 
 CHECKPOINT_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "ACTIVE": frozenset({"COMPLETED", "ERROR"}),

@@ -8,6 +8,7 @@ Each ``run_round()`` is one round of the loop, so every step is deterministic.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +19,12 @@ from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncRequest, Sync
 from stalwart.master.app import open_state
 from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.db.tables import Allocation, Experiment, Trial, User
+from stalwart.master.db.tables import Allocation, Experiment, TaskLog, Trial, User
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
 from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.metrics import MetricsInput, report_metrics_many
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
 
@@ -89,7 +91,8 @@ def _create(state: MasterState, text: str = SINGLE, activate: bool = True) -> in
             model_definition=[],
             activate=activate,
         )
-        return created.experiment.id
+    state.hints.experiment(created.experiment.id)  # as the API does
+    return created.experiment.id
 
 
 def _trials(state: MasterState, exp_id: int) -> list[Trial]:
@@ -265,3 +268,131 @@ def test_master_restart_reattaches_running_containers(state: MasterState) -> Non
     assert response.kill == []
     assert response.start == []
     assert _allocations(state, spec.task_id)[0].state == "RUNNING"
+
+
+def _state_with(tmp_path: Path, **extra: object) -> MasterState:
+    return open_state(make_settings(tmp_path / "home", **extra))
+
+
+def test_priority_preemption_hands_the_slot_to_the_urgent_experiment(tmp_path: Path) -> None:
+    pools = [{"pool_name": "default", "scheduler": {"type": "priority", "preemption": True}}]
+    state = _state_with(tmp_path, resource_pools=pools)
+    try:
+        loop = ClusterLoop(state)
+        node = FakeNode(state)
+        node.sync()
+        low = _create(state, SINGLE.replace("max_restarts: 1", "resources:\n  priority: 50"))
+        loop.run_round()
+        (low_spec,) = node.sync().start
+        node.sync()
+        high = _create(state, SINGLE.replace("max_restarts: 1", "resources:\n  priority: 10"))
+        loop.run_round()
+        with state.sessions() as session:
+            low_alloc = session.get(Allocation, low_spec.allocation_id)
+            assert low_alloc is not None
+            assert low_alloc.preempt_requested  # asked to checkpoint and give the slot back
+            ack_preemption(session, low_spec.allocation_id)
+            session.commit()
+        node.exit(low_spec.allocation_id, 0)
+        node.sync()
+        loop.run_round()
+        (high_spec,) = node.sync().start
+        assert high_spec.env["DET_EXPERIMENT_ID"] == str(high)
+        (low_trial,) = _trials(state, low)
+        assert low_trial.state == "ACTIVE"  # preempted, not finished: it waits for the slot
+        assert low_trial.restarts == 0
+        assert [a.state for a in _allocations(state, low_trial.task_id)] == [
+            "TERMINATED",
+            "PENDING",
+        ]
+    finally:
+        state.engine.dispose()
+
+
+def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
+    tmp_path: Path,
+) -> None:
+    state = _state_with(tmp_path, cluster={"agent_timeout": 0.2})
+    try:
+        loop = ClusterLoop(state)
+        lost, spare = FakeNode(state, "lost"), FakeNode(state, "spare")
+        lost.sync()
+        exp_id = _create(state)
+        loop.run_round()
+        (spec,) = lost.sync().start
+        lost.sync()
+        spare.sync()
+        time.sleep(0.3)  # "lost" stays silent for longer than agent_timeout
+        spare.sync()
+        loop.run_round()
+        (trial,) = _trials(state, exp_id)
+        assert trial.restarts == 1
+        (moved,) = spare.sync().start
+        assert moved.task_id == spec.task_id
+        assert moved.allocation_id != spec.allocation_id
+        assert lost.sync().kill == [spec.allocation_id]  # back again: no trial runs twice
+    finally:
+        state.engine.dispose()
+
+
+def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Path) -> None:
+    state = _state_with(tmp_path, cluster={"preemption_timeout": 0.1})
+    try:
+        loop = ClusterLoop(state)
+        node = FakeNode(state)
+        node.sync()
+        exp_id = _create(state)
+        loop.run_round()
+        (spec,) = node.sync().start
+        node.sync()
+        with state.sessions() as session:
+            exp_svc.cancel_experiment(session, exp_id)
+        loop.run_round()  # first seen asking
+        time.sleep(0.15)
+        loop.run_round()
+        assert node.sync().kill == [spec.allocation_id]
+        node.exit(spec.allocation_id, -9)
+        node.sync()
+        loop.run_round()
+        assert _exp_state(state, exp_id) == "CANCELED"
+    finally:
+        state.engine.dispose()
+
+
+def test_a_validation_without_the_searcher_metric_errors_the_experiment(
+    state: MasterState,
+) -> None:
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    asha = SINGLE.replace(
+        "  name: single\n  metric: loss\n",
+        "  name: async_halving\n  metric: loss\n  time_metric: batches\n  max_time: 8\n"
+        "  max_trials: 2\n  num_rungs: 2\n",
+    )
+    exp_id = _create(state, asha)
+    loop.run_round()
+    specs = node.sync().start
+    assert specs
+    with state.sessions() as session:
+        report = MetricsInput(
+            trial_id=int(specs[0].env["DET_TRIAL_ID"]),
+            run_id=1,
+            group="validation",
+            steps_completed=4,
+            avg_metrics={"accuracy": 0.5},
+        )
+        report_metrics_many(session, [report])
+    state.hints.experiment(exp_id)
+    loop.run_round()
+    assert _exp_state(state, exp_id) == "STOPPING_ERROR"
+    for spec in specs:
+        node.exit(spec.allocation_id, 0)
+    node.sync()
+    loop.run_round()
+    assert _exp_state(state, exp_id) == "ERROR"
+    with state.sessions() as session:
+        text = "".join(
+            line.log for line in session.scalars(select(TaskLog).where(TaskLog.source == "master"))
+        )
+    assert "must carry the searcher metric 'loss'" in text

@@ -24,7 +24,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import SyncRequest, SyncResponse, TaskSpec
-from stalwart.master.db.tables import Agent, Allocation, Container, utcnow
+from stalwart.master.db.tables import (
+    LIVE_CONTAINER_STATES,
+    Agent,
+    Allocation,
+    Container,
+    utcnow,
+)
 from stalwart.master.services.agents import register_agent
 from stalwart.master.transitions import set_allocation_state
 
@@ -65,10 +71,18 @@ def apply_sync(
         addresses=request.addresses,
         version=request.version,
     )
-    rows = {
-        (c.allocation_id, c.rank): c
-        for c in session.scalars(select(Container).where(Container.agent_id == agent_id))
-    }
+    # Only what matters: the agent's live containers and the ones it reports (the exited
+    # history of a busy agent grows without bound; both queries use an index).
+    reported_ids = sorted({c.allocation_id for c in request.containers})
+    live = select(Container).where(
+        Container.agent_id == agent_id, Container.state.in_(LIVE_CONTAINER_STATES)
+    )
+    rows = {(c.allocation_id, c.rank): c for c in session.scalars(live)}
+    if reported_ids:
+        mentioned = select(Container).where(
+            Container.allocation_id.in_(reported_ids), Container.agent_id == agent_id
+        )
+        rows.update({(c.allocation_id, c.rank): c for c in session.scalars(mentioned)})
     allocations = {
         a.id: a
         for a in session.scalars(

@@ -33,7 +33,12 @@ from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Tri
 from stalwart.master.searcher.base import ExitedReason
 from stalwart.master.services.agents import release_slots
 from stalwart.master.services.experiments import settle_experiment, settle_trial
-from stalwart.master.transitions import TRIAL_TERMINAL, set_allocation_state, set_trial_state
+from stalwart.master.transitions import (
+    LIVE_ALLOCATION_STATES,
+    TRIAL_TERMINAL,
+    set_allocation_state,
+    set_trial_state,
+)
 
 __all__ = ["TrialExit", "complete_trial", "end_allocation", "fail_trial", "master_log"]
 
@@ -178,7 +183,7 @@ def live_allocations(session: Session, trial: Trial) -> list[Allocation]:
     return list(
         session.scalars(
             select(Allocation).where(
-                Allocation.task_id == trial.task_id, Allocation.state != "TERMINATED"
+                Allocation.task_id == trial.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
             )
         )
     )

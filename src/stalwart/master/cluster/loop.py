@@ -46,7 +46,11 @@ from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
 from stalwart.master.state import MasterState, allocation_key, task_logs_key
-from stalwart.master.transitions import EXPERIMENT_TERMINAL, set_allocation_state
+from stalwart.master.transitions import (
+    EXPERIMENT_TERMINAL,
+    LIVE_ALLOCATION_STATES,
+    set_allocation_state,
+)
 
 __all__ = ["ClusterLoop"]
 
@@ -175,7 +179,9 @@ class ClusterLoop:
                 session.scalars(
                     select(Allocation.id)
                     .join(Container, Container.allocation_id == Allocation.id)
-                    .where(Container.state == "EXITED", Allocation.state != "TERMINATED")
+                    .where(
+                        Container.state == "EXITED", Allocation.state.in_(LIVE_ALLOCATION_STATES)
+                    )
                     .distinct()
                 )
             )
@@ -230,7 +236,7 @@ class ClusterLoop:
     def _request_allocations(self) -> None:
         with self._session() as session:
             live = exists().where(
-                Allocation.task_id == Trial.task_id, Allocation.state != "TERMINATED"
+                Allocation.task_id == Trial.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
             )
             rows = session.execute(
                 select(Trial, Experiment.config, Experiment.resource_pool)

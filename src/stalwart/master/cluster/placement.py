@@ -25,6 +25,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.tables import (
+    LIVE_CONTAINER_STATES,
     Agent,
     Allocation,
     Checkpoint,
@@ -56,7 +57,7 @@ from stalwart.master.services.task_spec import (
     trial_task_specs,
 )
 from stalwart.master.settings import MasterSettings
-from stalwart.master.transitions import set_allocation_state
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
 __all__ = ["PLACED_STATES", "Claimed", "claim", "pool_settings", "read_snapshot"]
 
@@ -136,7 +137,7 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         select(Allocation, Experiment.id, Experiment.config)
         .join(Task, Task.task_id == Allocation.task_id)
         .join(Experiment, Experiment.id == Task.experiment_id)
-        .where(Allocation.state != "TERMINATED")
+        .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
     placed = _assignments(session, [row[0].id for row in rows if row[0].state in PLACED_STATES])
@@ -194,10 +195,14 @@ def _assignments(session: Session, allocation_ids: Sequence[str]) -> dict[str, P
 
 
 def _used_offsets(session: Session, agent_ids: Sequence[str]) -> set[int]:
+    """Port offsets of the allocations with live containers on any of ``agent_ids``."""
     rows = session.scalars(
         select(Allocation.ports)
         .join(Container, Container.allocation_id == Allocation.id)
-        .where(Container.agent_id.in_(list(agent_ids)), Allocation.state != "TERMINATED")
+        .where(
+            Container.agent_id.in_(list(agent_ids)),
+            Container.state.in_(LIVE_CONTAINER_STATES),
+        )
     )
     return {int(p["offset"]) for p in rows if isinstance(p, Mapping) and "offset" in p}
 

@@ -73,13 +73,15 @@ def _load(experiment: Experiment) -> tuple[SearchMethod, int, list[Action]]:
 def _new_validations(
     session: Session, experiment: Experiment, cursor: int
 ) -> list[tuple[int, str, dict[str, Any]]]:
+    # Driven by the primary key (only reports newer than the cursor are read), not by the
+    # experiment's trials, so the cost does not grow with the experiment's history.
     rows = session.execute(
         select(MetricReport.id, Trial.request_id, MetricReport.metrics)
         .join(Trial, Trial.id == MetricReport.trial_id)
         .where(
-            Trial.experiment_id == experiment.id,
-            MetricReport.group == "validation",
             MetricReport.id > cursor,
+            MetricReport.group == "validation",
+            Trial.experiment_id == experiment.id,
         )
         .order_by(MetricReport.id)
         .limit(_VALIDATION_BATCH)
@@ -94,10 +96,7 @@ def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] =
         return signals
     searcher, cursor, actions = _load(experiment)
     pending: deque[Action] = deque(actions)
-    trials = {
-        t.request_id: t
-        for t in session.scalars(select(Trial).where(Trial.experiment_id == experiment.id))
-    }
+    trials = _Trials(session, experiment.id)
     current = ""
     try:
         for exit_ in exits:
@@ -109,9 +108,8 @@ def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] =
                 pending.extend(searcher.on_validation(request_id, metrics))
             if len(batch) < _VALIDATION_BATCH:
                 break
-        for request_id, trial in trials.items():
-            if trial.progress is not None and trial.state not in ("COMPLETED", "ERROR"):
-                searcher.on_trial_progress(request_id, float(trial.progress))
+        for request_id, progress in _live_progress(session, experiment.id):
+            searcher.on_trial_progress(request_id, progress)
         _carry_out(session, experiment, searcher, trials, pending, signals)
     except SearcherMetricError as exc:
         offender = trials.get(current)
@@ -128,6 +126,45 @@ def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] =
     return signals
 
 
+class _Trials:
+    """The experiment's trials by request id, read one at a time when an action needs one
+    (an experiment may have thousands; a round touches a few)."""
+
+    def __init__(self, session: Session, experiment_id: int) -> None:
+        self._session = session
+        self._experiment_id = experiment_id
+        self._known: dict[str, Trial] = {}
+
+    def get(self, request_id: str) -> Trial | None:
+        if request_id not in self._known:
+            task_id = f"{self._experiment_id}.{request_id}"
+            found = self._session.scalars(select(Trial).where(Trial.task_id == task_id)).first()
+            if found is None:
+                return None
+            self._known[request_id] = found
+        return self._known[request_id]
+
+    def __getitem__(self, request_id: str) -> Trial:
+        trial = self.get(request_id)
+        if trial is None:
+            raise KeyError(request_id)
+        return trial
+
+    def __setitem__(self, request_id: str, trial: Trial) -> None:
+        self._known[request_id] = trial
+
+
+def _live_progress(session: Session, experiment_id: int) -> list[tuple[str, float]]:
+    rows = session.execute(
+        select(Trial.request_id, Trial.progress).where(
+            Trial.experiment_id == experiment_id,
+            Trial.state.not_in(("COMPLETED", "ERROR", "CANCELED")),
+            Trial.progress.is_not(None),
+        )
+    )
+    return [(str(r), float(p or 0.0)) for r, p in rows]
+
+
 def _feed_exit(searcher: SearchMethod, exit_: TrialExit) -> list[Action]:
     if exit_.reason is None:
         return searcher.on_trial_exited(exit_.request_id)
@@ -138,7 +175,7 @@ def _carry_out(
     session: Session,
     experiment: Experiment,
     searcher: SearchMethod,
-    trials: dict[str, Trial],
+    trials: _Trials,
     pending: deque[Action],
     signals: Signals,
 ) -> None:

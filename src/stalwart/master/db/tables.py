@@ -32,6 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 __all__ = [
+    "LIVE_CONTAINER_STATES",
     "Agent",
     "Allocation",
     "Base",
@@ -165,7 +166,11 @@ class Project(Base):
 
 
 class Experiment(Base):
-    """An experiment: its original YAML, its fully defaulted config and its model definition."""
+    """An experiment: its original YAML, its fully defaulted config and its model definition.
+
+    The model definition and the searcher state are large (megabytes; one entry per trial) and
+    load only when read (deferred columns).
+    """
 
     __tablename__ = "experiments"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -178,7 +183,7 @@ class Experiment(Base):
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     original_config: Mapped[str] = mapped_column(Text)
     config: Mapped[dict[str, Any]] = mapped_column()
-    model_definition: Mapped[bytes | None] = mapped_column(LargeBinary)
+    model_definition: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     searcher_type: Mapped[str] = mapped_column(String(32))
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
     job_id: Mapped[str] = mapped_column(String(64), unique=True)
@@ -186,7 +191,7 @@ class Experiment(Base):
     progress: Mapped[float | None] = mapped_column(Float)
     start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
     end_time: Mapped[dt.datetime | None] = mapped_column()
-    searcher_state: Mapped[dict[str, Any] | None] = mapped_column()
+    searcher_state: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
     checkpoints_collected: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
@@ -256,20 +261,27 @@ class Allocation(Base):
     accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
 
 
+LIVE_CONTAINER_STATES = ("ASSIGNED", "STARTING", "RUNNING")
+"""Container states before EXITED."""
+
+
 class Container(Base):
     """One container (process group) of an allocation on one agent.
 
     ``state``: ASSIGNED (placed, not yet reported by its agent), STARTING, RUNNING, EXITED.
+    Live containers of an agent are found through ``(agent_id, state)``: query with
+    ``state.in_(LIVE_CONTAINER_STATES)`` so the cost does not grow with the agent's history.
     ``spec`` is the agent's :class:`~stalwart.agent.protocol.TaskSpec` (with the allocation
     token), fixed when the allocation is placed so that every rank gets the same token.
     """
 
     __tablename__ = "containers"
+    __table_args__ = (Index("ix_containers_agent_state", "agent_id", "state"),)
     allocation_id: Mapped[str] = mapped_column(
         ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
     )
     rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    agent_id: Mapped[str] = mapped_column(String(255), index=True)
+    agent_id: Mapped[str] = mapped_column(String(255))
     slot_ids: Mapped[list[Any]] = mapped_column(default=list)
     state: Mapped[str] = mapped_column(String(16))
     exit_code: Mapped[int | None] = mapped_column(Integer)

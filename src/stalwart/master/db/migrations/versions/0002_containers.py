@@ -38,7 +38,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("allocation_id", "rank", name=op.f("pk_containers")),
     )
     with op.batch_alter_table("containers", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_containers_agent_id"), ["agent_id"], unique=False)
+        batch_op.create_index("ix_containers_agent_state", ["agent_id", "state"], unique=False)
     with op.batch_alter_table("trials", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("searcher_stopped", sa.Boolean(), nullable=False, server_default=sa.false())
@@ -57,5 +57,5 @@ def downgrade() -> None:
     with op.batch_alter_table("trials", schema=None) as batch_op:
         batch_op.drop_column("searcher_stopped")
     with op.batch_alter_table("containers", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_containers_agent_id"))
+        batch_op.drop_index("ix_containers_agent_state")
     op.drop_table("containers")
