@@ -33,6 +33,7 @@ from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Tri
 from stalwart.master.searcher.base import ExitedReason
 from stalwart.master.services.agents import release_slots
 from stalwart.master.services.experiments import settle_experiment, settle_trial
+from stalwart.master.services.logs import normalize_level
 from stalwart.master.transitions import (
     LIVE_ALLOCATION_STATES,
     TRIAL_TERMINAL,
@@ -67,7 +68,7 @@ def master_log(session: Session, task_id: str, allocation_id: str | None, text: 
             task_id=task_id,
             allocation_id=allocation_id,
             timestamp=utcnow(),
-            level="LOG_LEVEL_INFO",
+            level=normalize_level("INFO"),
             stdtype="stdout",
             source="master",
             log=text if text.endswith("\n") else text + "\n",
