@@ -119,6 +119,10 @@ class MasterState:
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
     agent_token: str = ""
+    lifecycle: threading.RLock = field(default_factory=threading.RLock)
+    """Held by whatever changes experiment, trial or allocation states (the cluster loop's
+    rounds, agent syncs, users' state actions) so their read-decide-write steps never
+    interleave. Hold it for one short transaction at a time; never around network calls."""
 
 
 def allocation_key(allocation_id: str) -> str:

@@ -36,7 +36,7 @@ def _check_token(state: MasterState, request: Request) -> None:
 
 
 def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> tuple[SyncOutcome, list[str]]:
-    with state.sessions() as session:
+    with state.lifecycle, state.sessions() as session:
         outcome = apply_sync(session, agent_id, body, kill_grace=state.settings.cluster.kill_grace)
         live = list(
             session.scalars(

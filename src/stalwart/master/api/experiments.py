@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
+from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
@@ -28,6 +30,7 @@ from stalwart.master.db.tables import Project
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.trials import list_experiment_trials
+from stalwart.master.state import MasterState
 
 __all__ = ["router"]
 
@@ -166,35 +169,41 @@ def get_experiment(experiment_id: int, _caller: CallerDep, session: SessionDep) 
     )
 
 
+def _act(
+    state: MasterState, action: Callable[[Session, int], svc.Signals], session: Session, eid: int
+) -> None:
+    """Run a state action under the lifecycle lock, then wake whom it signalled."""
+    with state.lifecycle:
+        signals = action(session, eid)
+    svc.deliver(state.notifier, signals)
+    state.hints.experiment(eid)
+
+
 @router.post("/experiments/{experiment_id}/pause", response_model=Empty)
 def pause(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """ACTIVE -> PAUSED; running trials are asked to checkpoint and exit."""
-    svc.deliver(state.notifier, svc.pause_experiment(session, experiment_id))
-    state.hints.experiment(experiment_id)
+    _act(state, svc.pause_experiment, session, experiment_id)
     return Empty()
 
 
 @router.post("/experiments/{experiment_id}/activate", response_model=Empty)
 def activate(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """PAUSED -> ACTIVE."""
-    svc.deliver(state.notifier, svc.activate_experiment(session, experiment_id))
-    state.hints.experiment(experiment_id)
+    _act(state, svc.activate_experiment, session, experiment_id)
     return Empty()
 
 
 @router.post("/experiments/{experiment_id}/cancel", response_model=Empty)
 def cancel(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """-> STOPPING_CANCELED (trials checkpoint and exit), CANCELED once nothing runs."""
-    svc.deliver(state.notifier, svc.cancel_experiment(session, experiment_id))
-    state.hints.experiment(experiment_id)
+    _act(state, svc.cancel_experiment, session, experiment_id)
     return Empty()
 
 
 @router.post("/experiments/{experiment_id}/kill", response_model=Empty)
 def kill(experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """-> STOPPING_KILLED (trials are killed), CANCELED once nothing runs."""
-    svc.deliver(state.notifier, svc.kill_experiment(session, experiment_id))
-    state.hints.experiment(experiment_id)
+    _act(state, svc.kill_experiment, session, experiment_id)
     return Empty()
 
 

@@ -187,7 +187,9 @@ def get_trial(trial_id: int, _caller: CallerDep, session: SessionDep) -> GetTria
 @router.post("/trials/{trial_id}/kill", response_model=Empty)
 def kill_trial(trial_id: int, _caller: CallerDep, session: SessionDep, state: StateDep) -> Empty:
     """Kill one trial (a no-op when it already ended)."""
-    state_actions.deliver(state.notifier, state_actions.kill_trial(session, trial_id))
+    with state.lifecycle:
+        signals = state_actions.kill_trial(session, trial_id)
+    state_actions.deliver(state.notifier, signals)
     state.hints.poke()
     return Empty()
 

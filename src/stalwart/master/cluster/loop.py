@@ -106,18 +106,21 @@ class ClusterLoop:
     def run_round(self) -> None:
         """Run steps 1-7 once (also callable directly, e.g. from tests)."""
         self.rounds += 1
-        self._reap_lost_agents()
-        exits = self._end_allocations()
-        experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
-        now = time.monotonic()
-        sweep = now - self._last_sweep >= _SWEEP_SECONDS
-        if sweep:
-            self._last_sweep = now
-        self._drive(experiments, exits, sweep=sweep)
-        self._request_allocations()
-        self._schedule()
-        self._preemption_timeouts()
-        self._settle_and_collect()
+        with self.state.lifecycle:
+            self._reap_lost_agents()
+            exits = self._end_allocations()
+            experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
+            now = time.monotonic()
+            sweep = now - self._last_sweep >= _SWEEP_SECONDS
+            if sweep:
+                self._last_sweep = now
+            self._drive(experiments, exits, sweep=sweep)
+            self._request_allocations()
+            self._schedule()
+            self._preemption_timeouts()
+            ended = self._settle()
+        for experiment_id in ended:  # file deletions: outside the lock
+            collect_experiment(self.state.sessions, experiment_id)
 
     def _session(self) -> Session:
         return self.state.sessions()
@@ -304,7 +307,8 @@ class ClusterLoop:
                 self._commit(session, Signals(kill=set(overdue)))
 
     # 7. settling and checkpoint GC
-    def _settle_and_collect(self) -> None:
+    def _settle(self) -> list[int]:
+        """Settle stopping experiments; the ended ones that still need checkpoint GC."""
         with self._session() as session:
             stopping = list(
                 session.scalars(select(Experiment).where(Experiment.state.like("STOPPING_%")))
@@ -312,7 +316,7 @@ class ClusterLoop:
             moved = [e for e in stopping if settle_experiment(session, e)]
             if moved:
                 session.commit()
-            ended = list(
+            return list(
                 session.scalars(
                     select(Experiment.id).where(
                         Experiment.state.in_(EXPERIMENT_TERMINAL - {"DELETED"}),
@@ -320,5 +324,3 @@ class ClusterLoop:
                     )
                 )
             )
-        for experiment_id in ended:
-            collect_experiment(self.state.sessions, experiment_id)
