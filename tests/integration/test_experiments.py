@@ -8,10 +8,11 @@ definition, and checks what users rely on: trial states, metrics, checkpoints an
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from stalwart.local import LocalCluster
 from tests.integration.api import Api
-from tests.integration.conftest import trial_files
+from tests.integration.conftest import MASTER_CONFIG, free_port, trial_files
 
 
 def _config(searcher: str, hparams: str, **extra: str) -> str:
@@ -222,3 +223,27 @@ def test_master_sigkill_loses_no_metric_report(local: LocalCluster, api: Api) ->
         assert _steps(api2, trial_id) == list(range(1, 61))
     finally:
         api2.close()
+
+
+def test_a_search_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    config = tmp_path / "master.yaml"
+    config.write_text(MASTER_CONFIG)
+    cluster = LocalCluster(
+        home=tmp_path / "home", port=free_port(), db=pg_url, master_config=config
+    )
+    cluster.start_master()
+    try:
+        cluster.start_agent("a1", slots=2)
+        api = Api(cluster.url)
+        searcher = "  name: random\n  metric: loss\n  max_trials: 3\n  max_concurrent_trials: 2"
+        hp = "  steps: 4\n  period: 2\n  x:\n    type: double\n    minval: 0\n    maxval: 1"
+        exp_id = api.create_experiment(_config(searcher, hp), trial_files("train.py"))
+        assert api.wait_state(exp_id, timeout=120)["state"] == "STATE_COMPLETED"
+        trials = api.trials(exp_id)
+        assert len(trials) == 3
+        for trial in trials:
+            assert _steps(api, trial["id"]) == [1, 2, 3, 4]
+        assert not (tmp_path / "home" / "master.db").exists()  # nothing went to SQLite
+        api.close()
+    finally:
+        cluster.stop()

@@ -1,25 +1,18 @@
-"""Fixtures for master tests: an in-process master on SQLite, and PostgreSQL when reachable.
-
-``CI=true`` makes a missing PostgreSQL a failure instead of a skip.
-"""
+"""Fixtures for master tests: an in-process master on SQLite (``pg_url`` for PostgreSQL is in
+``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
 
 from stalwart.master.app import create_app
 from stalwart.master.services.passwords import client_hash
 from stalwart.master.settings import MasterSettings
-
-PG_URL = os.environ.get("STALWART_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def make_settings(home: Path, **extra: Any) -> MasterSettings:
@@ -54,30 +47,3 @@ def login(client: TestClient, username: str, password: str = "") -> dict[str, st
 def admin(client: TestClient) -> dict[str, str]:
     """Authorization header of the built-in admin (empty password)."""
     return login(client, "admin")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL whose schema is private to this test (dropped afterwards).
-
-    Skips when PostgreSQL is unreachable, except under CI=true, where it fails.
-    """
-    base = PG_URL.replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        engine = create_engine(base)
-        with engine.connect() as conn:
-            conn.execute(text("select 1"))
-    except Exception as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL at {PG_URL} is required under CI=true: {exc}")
-        pytest.skip(f"PostgreSQL at {PG_URL} is not reachable: {exc}")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with engine.begin() as conn:
-        conn.execute(text(f'create schema "{schema}"'))
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with engine.begin() as conn:
-            conn.execute(text(f'drop schema "{schema}" cascade'))
-        engine.dispose()
