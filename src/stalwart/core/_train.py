@@ -83,10 +83,17 @@ def _validation_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Reporting:
-    """What both twins share: argument checks and the three report methods."""
+    """What both twins share: argument checks, the three report methods, TensorBoard's path."""
+
+    _tensorboard_path: Path
 
     def _report(self, report: MetricsReport) -> None:
         raise NotImplementedError
+
+    def get_tensorboard_path(self) -> Path:
+        """A local directory for TensorBoard files (created; not uploaded yet)."""
+        self._tensorboard_path.mkdir(parents=True, exist_ok=True)
+        return self._tensorboard_path
 
     def report_training_metrics(
         self,
@@ -190,11 +197,6 @@ class TrainContext(_Reporting):
         result = self._session.get(f"/api/v1/runs/{self._trial_id}/metadata").get("metadata")
         return dict(result) if isinstance(result, dict) else None
 
-    def get_tensorboard_path(self) -> Path:
-        """A local directory for TensorBoard files (created; not uploaded yet)."""
-        self._tensorboard_path.mkdir(parents=True, exist_ok=True)
-        return self._tensorboard_path
-
     def upload_tensorboard_files(
         self,
         selector: Callable[[Path], bool] = lambda _: True,
@@ -242,10 +244,6 @@ class LocalTrainContext(_Reporting):
 
     def get_metadata(self) -> dict[str, Any] | None:
         return dict(self._metadata)
-
-    def get_tensorboard_path(self) -> Path:
-        self._tensorboard_path.mkdir(parents=True, exist_ok=True)
-        return self._tensorboard_path
 
     def upload_tensorboard_files(
         self,

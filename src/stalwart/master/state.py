@@ -35,19 +35,8 @@ class Notifier:
         self._loop = loop
 
     async def wait(self, key: str, timeout: float) -> bool:
-        event = asyncio.Event()
-        with self._lock:
-            self._waiters[key].add(event)
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            with self._lock:
-                self._waiters[key].discard(event)
-                if not self._waiters[key]:
-                    del self._waiters[key]
+        """Wait up to ``timeout`` seconds for a notification of ``key``."""
+        return await self.wait_any([key], timeout)
 
     async def wait_any(self, keys: list[str], timeout: float) -> bool:
         """Like :meth:`wait`, woken by a notification of any of ``keys``."""

@@ -10,12 +10,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncRequest, SyncResponse
+from stalwart.agent.protocol import (
+    ContainerStatus,
+    SlotInfo,
+    SyncRequest,
+    SyncResponse,
+    TaskSpec,
+)
 from stalwart.master.app import open_state
 from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.loop import ClusterLoop
@@ -93,6 +100,28 @@ def _create(state: MasterState, text: str = SINGLE, activate: bool = True) -> in
         )
     state.hints.experiment(created.experiment.id)  # as the API does
     return created.experiment.id
+
+
+@dataclass
+class Running:
+    """A master loop, one node, and one experiment whose single trial runs on the node."""
+
+    loop: ClusterLoop
+    node: FakeNode
+    exp_id: int
+    spec: TaskSpec
+
+
+def _running(state: MasterState, text: str = SINGLE) -> Running:
+    """Create an experiment and play the node until its trial's container is RUNNING."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state, text)
+    loop.run_round()
+    (spec,) = node.sync().start
+    node.sync()  # reports it RUNNING
+    return Running(loop, node, exp_id, spec)
 
 
 def _trials(state: MasterState, exp_id: int) -> list[Trial]:
@@ -181,13 +210,8 @@ def test_a_failed_run_restarts_from_the_latest_checkpoint(state: MasterState) ->
 
 
 def test_pause_preempts_and_activate_resumes(state: MasterState) -> None:
-    loop = ClusterLoop(state)
-    node = FakeNode(state)
-    node.sync()
-    exp_id = _create(state)
-    loop.run_round()
-    (spec,) = node.sync().start
-    node.sync()
+    run = _running(state)
+    loop, node, exp_id, spec = run.loop, run.node, run.exp_id, run.spec
     with state.sessions() as session:
         exp_svc.pause_experiment(session, exp_id)
     with state.sessions() as session:
@@ -207,13 +231,8 @@ def test_pause_preempts_and_activate_resumes(state: MasterState) -> None:
 
 
 def test_kill_is_sent_to_the_agent(state: MasterState) -> None:
-    loop = ClusterLoop(state)
-    node = FakeNode(state)
-    node.sync()
-    exp_id = _create(state)
-    loop.run_round()
-    (spec,) = node.sync().start
-    node.sync()
+    run = _running(state)
+    loop, node, exp_id, spec = run.loop, run.node, run.exp_id, run.spec
     with state.sessions() as session:
         exp_svc.kill_experiment(session, exp_id)
     assert node.sync().kill == [spec.allocation_id]
@@ -255,13 +274,8 @@ def test_a_gang_waits_for_all_its_slots_across_agents(state: MasterState) -> Non
 
 
 def test_master_restart_reattaches_running_containers(state: MasterState) -> None:
-    loop = ClusterLoop(state)
-    node = FakeNode(state)
-    node.sync()
-    _create(state)
-    loop.run_round()
-    (spec,) = node.sync().start
-    node.sync()
+    run = _running(state)
+    node, spec = run.node, run.spec
     restarted = ClusterLoop(state)  # a new master process: fresh loop, same database
     restarted.run_round()
     response = node.sync()
