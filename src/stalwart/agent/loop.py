@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
@@ -53,7 +54,10 @@ __all__ = ["TICK_S", "AgentLoop", "MasterUnavailableError", "create_agent", "pos
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.05
+TICK_S = 0.02
+_CONTEXT_CACHE = 8
+_CONTEXT_CACHE_BYTES = 256 * 1024 * 1024
+"""Model definitions kept per agent: the most recently used experiments', within both caps."""
 FAST_TICK_S = 0.01
 _RETRY_STATUS = frozenset({408, 429})
 
@@ -250,9 +254,27 @@ def create_agent(
         buffer_lines=settings.log_buffer_lines,
     )
     http = httpx.Client()
+    contexts: OrderedDict[str, bytes] = OrderedDict()
+    lock = threading.Lock()
 
     def fetch(spec: TaskSpec) -> bytes:
-        return fetch_context(http, settings.master_url, spec.task_id, spec.token)
+        """The model definition, downloaded once per experiment (trial tasks are
+        ``<experimentId>.<requestId>``; an experiment's model definition never changes)."""
+        experiment = spec.task_id.split(".", 1)[0] if "." in spec.task_id else None
+        with lock:
+            if experiment is not None and experiment in contexts:
+                contexts.move_to_end(experiment)
+                return contexts[experiment]
+        archive = fetch_context(http, settings.master_url, spec.task_id, spec.token)
+        if experiment is not None:
+            with lock:
+                contexts[experiment] = archive
+                while len(contexts) > 1 and (
+                    len(contexts) > _CONTEXT_CACHE
+                    or sum(map(len, contexts.values())) > _CONTEXT_CACHE_BYTES
+                ):
+                    contexts.popitem(last=False)
+        return archive
 
     daemon = Daemon(
         settings,

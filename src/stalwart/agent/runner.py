@@ -43,6 +43,7 @@ OutputSink = Callable[[str, Stdtype], None]
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _TAIL_INTERVAL_S = 0.05
 _DRAIN_TIMEOUT_S = 5.0
+_JOIN_S = 0.02
 
 
 class ContainerStartError(StalwartError):
@@ -234,6 +235,8 @@ class ProcessRunner(Runner):
                 handle.exit_code = handle.proc.wait()
                 handle.exit_seen = time.monotonic()
                 handle.exited.set()
+                for reader in handle.readers:  # usually done in a moment: report the exit now
+                    reader.join(_JOIN_S)
             drained = all(not reader.is_alive() for reader in handle.readers)
             if drained or time.monotonic() - handle.exit_seen > _DRAIN_TIMEOUT_S:
                 return handle.exit_code

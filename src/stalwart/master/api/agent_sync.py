@@ -8,6 +8,7 @@ allocation's key, which this long-poll also listens on).
 
 from __future__ import annotations
 
+import functools
 import hmac
 
 from fastapi import APIRouter, Request
@@ -35,9 +36,12 @@ def _check_token(state: MasterState, request: Request) -> None:
         )
 
 
-def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> tuple[SyncOutcome, list[str]]:
+def _sync(
+    state: MasterState, agent_id: str, body: SyncRequest, *, register: bool = True
+) -> tuple[SyncOutcome, list[str]]:
+    grace = state.settings.cluster.kill_grace
     with state.lifecycle, state.sessions() as session:
-        outcome = apply_sync(session, agent_id, body, kill_grace=state.settings.cluster.kill_grace)
+        outcome = apply_sync(session, agent_id, body, kill_grace=grace, register=register)
         live = list(
             session.scalars(
                 select(Container.allocation_id).where(
@@ -63,5 +67,7 @@ async def sync_agent(agent_id: str, body: SyncRequest, request: Request) -> Sync
     )
     if not woken:
         return outcome.response
-    outcome, _ = await run_in_threadpool(_sync, state, agent_id, body)
+    outcome, _ = await run_in_threadpool(
+        functools.partial(_sync, state, agent_id, body, register=False)
+    )
     return outcome.response

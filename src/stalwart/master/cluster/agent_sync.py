@@ -58,19 +58,29 @@ class SyncOutcome:
 
 
 def apply_sync(
-    session: Session, agent_id: str, request: SyncRequest, *, kill_grace: float
+    session: Session,
+    agent_id: str,
+    request: SyncRequest,
+    *,
+    kill_grace: float,
+    register: bool = True,
 ) -> SyncOutcome:
-    """Record the agent's view and answer it (see the module docstring); commits."""
+    """Record the agent's view and answer it (see the module docstring); commits.
+
+    ``register=False`` skips step 1 (a long-poll answering again after it woke up: the agent
+    was registered moments ago).
+    """
     known = session.get(Agent, agent_id)
     changed = known is None or not known.connected
-    register_agent(
-        session,
-        agent_id,
-        slots=[(s.id, s.device_type, s.brand, s.uuid) for s in request.slots],
-        resource_pool=request.resource_pool,
-        addresses=request.addresses,
-        version=request.version,
-    )
+    if register or changed:
+        register_agent(
+            session,
+            agent_id,
+            slots=[(s.id, s.device_type, s.brand, s.uuid) for s in request.slots],
+            resource_pool=request.resource_pool,
+            addresses=request.addresses,
+            version=request.version,
+        )
     # Only what matters: the agent's live containers and the ones it reports (the exited
     # history of a busy agent grows without bound; both queries use an index).
     reported_ids = sorted({c.allocation_id for c in request.containers})
