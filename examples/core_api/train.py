@@ -25,7 +25,7 @@ def main(core_context: "det.core.Context") -> None:
         if steps % 10 == 0:
             core_context.train.report_training_metrics(steps_completed=steps, metrics={"x": x})
             core_context.train.report_validation_metrics(
-                steps_completed=steps, metrics={"loss": 1.0 / (1 + x)}
+                steps_completed=steps, metrics={"loss": 1.0 / (1 + x), "batches": steps}
             )
             with core_context.checkpoint.store_path({"steps_completed": steps}) as (path, _):
                 (pathlib.Path(path) / "state.json").write_text(json.dumps({"x": x, "steps": steps}))
