@@ -410,3 +410,21 @@ def test_a_validation_without_the_searcher_metric_errors_the_experiment(
             line.log for line in session.scalars(select(TaskLog).where(TaskLog.source == "master"))
         )
     assert "must carry the searcher metric 'loss'" in text
+
+
+def test_a_trial_that_cannot_fit_says_why_once(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    FakeNode(state, "n1", slots=1).sync()
+    exp_id = _create(state, SINGLE.replace("max_restarts: 1", "resources:\n  slots_per_trial: 3"))
+    loop.run_round()
+    loop.run_round()
+    (trial,) = _trials(state, exp_id)
+    with state.sessions() as session:
+        lines = [
+            row.log
+            for row in session.scalars(select(TaskLog).where(TaskLog.task_id == trial.task_id))
+        ]
+    assert lines == [
+        "waiting: the trial needs 3 cpu slots but resource pool 'default' has 1 in total; "
+        "add agents or lower resources.slots_per_trial\n"
+    ]

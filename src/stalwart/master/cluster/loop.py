@@ -30,18 +30,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from stalwart.master.cluster.agent_sync import agent_key
 from stalwart.master.cluster.checkpoint_gc import collect_experiment
-from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
-from stalwart.master.cluster.placement import PLACED_STATES, claim, read_snapshot
+from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
+from stalwart.master.cluster.placement import (
+    PLACED_STATES,
+    claim,
+    read_snapshot,
+    unschedulable_reason,
+)
 from stalwart.master.cluster.search import DRIVEN_STATES, drive
 from stalwart.master.db.tables import Agent, Allocation, Container, Experiment, Trial, utcnow
-from stalwart.master.scheduler import schedule
+from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
@@ -70,6 +75,7 @@ class ClusterLoop:
         self._started = time.monotonic()
         self._last_sweep = 0.0
         self._preempt_seen: dict[str, float] = {}
+        self._explained: set[str] = set()
         self.rounds = 0
 
     # -- thread ------------------------------------------------------------------------------
@@ -281,6 +287,25 @@ class ClusterLoop:
             with self._session() as session:
                 request_preemption(session, allocation_id)
                 self._commit(session, Signals(preempt={allocation_id}))
+        self._explain_waits(snapshot, decision.assignments)
+
+    def _explain_waits(self, snapshot: Snapshot, started: Mapping[str, Placement]) -> None:
+        """Tell a trial, once, why it cannot start: no agent serves its pool, or the pool has
+        fewer slots than it needs. (Waiting behind other work needs no explanation.)"""
+        for request in snapshot.requests:
+            if request.running or request.allocation_id in started:
+                continue
+            if request.allocation_id in self._explained:
+                continue
+            why = unschedulable_reason(snapshot, request)
+            if why is None:
+                continue
+            self._explained.add(request.allocation_id)
+            with self._session() as session:
+                allocation = session.get(Allocation, request.allocation_id)
+                if allocation is not None:
+                    master_log(session, allocation.task_id, allocation.id, why)
+                    self._commit(session)
 
     # 6. preemption timeouts
     def _preemption_timeouts(self) -> None:

@@ -59,7 +59,14 @@ from stalwart.master.services.task_spec import (
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
-__all__ = ["PLACED_STATES", "Claimed", "claim", "pool_settings", "read_snapshot"]
+__all__ = [
+    "PLACED_STATES",
+    "Claimed",
+    "claim",
+    "pool_settings",
+    "read_snapshot",
+    "unschedulable_reason",
+]
 
 PLACED_STATES = ("ASSIGNED", "PULLING", "STARTING", "RUNNING", "TERMINATING")
 """Allocation states that hold slots."""
@@ -171,6 +178,32 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         requests=tuple(r for r in requests if not r.running or r.assignment),
         groups=tuple(groups.values()),
         pools=pool_settings(settings),
+    )
+
+
+def unschedulable_reason(snapshot: Snapshot, request: Request) -> str | None:
+    """Why ``request`` cannot start however long it waits, in words for the trial's log, or
+    None when it only waits for busy slots to free up."""
+    agents = [a for a in snapshot.agents if a.pool == request.pool and a.schedulable]
+    if not agents:
+        return (
+            f"waiting: no agent serves resource pool {request.pool!r}; start one with "
+            f"`stalwart agent --pool {request.pool}` (or set resources.resource_pool)"
+        )
+    if request.slots_needed == 0:
+        return None
+    usable = [
+        sum(1 for s in a.slots if s.enabled and s.device_type == request.device_type)
+        for a in agents
+    ]
+    capacity = max(usable) if request.is_single_node else sum(usable)
+    if capacity >= request.slots_needed:
+        return None
+    where = "on one agent" if request.is_single_node else "in total"
+    return (
+        f"waiting: the trial needs {request.slots_needed} {request.device_type} slots but "
+        f"resource pool {request.pool!r} has {capacity} {where}; add agents or lower "
+        "resources.slots_per_trial"
     )
 
 
