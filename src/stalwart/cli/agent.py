@@ -4,6 +4,8 @@
 [--token TOKEN | STALWART_AGENT_TOKEN | --token-file FILE] [--home DIR] [--address ADDR]
 [--python PATTERN=PATH ...] [--container-runtime none|docker|podman] [--kill-on-exit]``
 
+``stalwart agent list [--json]`` lists the master's agents instead.
+
 It syncs with the master until Ctrl-C or SIGTERM, then exits leaving its containers running
 (``--kill-on-exit`` stops them first). Without a token option it reads the default master's
 ``~/.stalwart/agent_token`` when that file exists.
@@ -21,11 +23,14 @@ from typing import Annotated, Literal
 import typer
 from pydantic import ValidationError
 
+from stalwart.cli import common
+from stalwart.cli.slot import list_agents
 from stalwart.errors import InvalidArgumentError
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Run the agent daemon (runs tasks for a master).")
+app = typer.Typer(help="Run the agent daemon (runs tasks for a master), or list agents.")
+app.command("list")(list_agents)
 
 DEFAULT_HOME = Path("~/.stalwart/agent")
 DEFAULT_TOKEN_FILE = Path("~/.stalwart/agent_token")
@@ -34,7 +39,10 @@ DEFAULT_TOKEN_FILE = Path("~/.stalwart/agent_token")
 @app.callback(invoke_without_command=True)
 def agent(
     ctx: typer.Context,
-    master: Annotated[str, typer.Option(help="The master's URL, e.g. http://10.0.0.1:8080.")],
+    master: Annotated[
+        str | None,
+        typer.Option(help="The master's URL, e.g. http://10.0.0.1:8080 (required to run)."),
+    ] = None,
     agent_id: Annotated[
         str | None, typer.Option("--id", help="The agent's id (default: the hostname).")
     ] = None,
@@ -74,7 +82,11 @@ def agent(
 ) -> None:
     """Run the agent (when no subcommand is given)."""
     if ctx.invoked_subcommand is not None:
+        if master is not None:
+            common.use_master(master)
         return
+    if master is None:
+        raise typer.BadParameter("the agent needs its master's URL", param_hint="'--master'")
     from stalwart.agent.devices import detect_slots
     from stalwart.agent.loop import create_agent
     from stalwart.agent.settings import (

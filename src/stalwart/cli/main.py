@@ -14,10 +14,16 @@ import typer
 from rich.console import Console
 
 from stalwart.cli import agent as agent_cli
+from stalwart.cli import checkpoint as checkpoint_cli
+from stalwart.cli import common
 from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
+from stalwart.cli import experiment as experiment_cli
 from stalwart.cli import master as master_cli
+from stalwart.cli import slot as slot_cli
+from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
+from stalwart.cli import user as user_cli
 from stalwart.errors import StalwartError
 
 __all__ = ["app", "main"]
@@ -32,6 +38,13 @@ app.add_typer(agent_cli.app, name="agent")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(envs_cli.app, name="envs")
 app.add_typer(master_cli.app, name="master")
+app.add_typer(user_cli.app, name="user")
+app.add_typer(experiment_cli.app, name="experiment")
+app.add_typer(experiment_cli.app, name="e", hidden=True)
+app.add_typer(trial_cli.app, name="trial")
+app.add_typer(trial_cli.app, name="t", hidden=True)
+app.add_typer(checkpoint_cli.app, name="checkpoint")
+app.add_typer(slot_cli.app, name="slot")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 
@@ -40,10 +53,25 @@ _state = {"debug": False}
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    master: Annotated[
+        str | None,
+        typer.Option(
+            "--master",
+            "-m",
+            help="The master's URL (default: STALWART_MASTER, DET_MASTER, http://localhost:8080).",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Act as this user (default: the one logged in last)."),
+    ] = None,
 ) -> None:
     """Stalwart: an open-source deep-learning training platform."""
     _state["debug"] = debug
+    common.set_connection(master, user)
+    ctx.call_on_close(common.close_client)
 
 
 def main(argv: list[str] | None = None) -> None:

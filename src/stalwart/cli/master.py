@@ -2,6 +2,7 @@
 
 ``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
 Ctrl-C or SIGTERM. It needs the ``master`` extra; the import happens only when it runs.
+``stalwart master info`` and ``stalwart master config`` ask a running master instead.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
+
+from stalwart.cli.common import client, out, print_json
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Run and inspect the master.")
+app = typer.Typer(help="Run the master, or inspect a running one (info, config).")
 
 
 @app.callback(invoke_without_command=True)
@@ -55,3 +59,32 @@ def master(
         log_level="warning",
         timeout_graceful_shutdown=5,
     )
+
+
+@app.command("info")
+def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Show the master's version and identity."""
+    api = client()
+    found = api.master_info()
+    if as_json:
+        print_json(found)
+        return
+    console = out()
+    for line in (
+        f"Master: {api.master}",
+        f"Cluster: {found.cluster_name} ({found.cluster_id})",
+        f"Master id: {found.master_id}",
+        f"Stalwart version: {found.stalwart_version or 'unknown'}",
+        f"Determined wire version: {found.version}",
+    ):
+        console.print(line, markup=False)
+
+
+@app.command("config")
+def config(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Show the master's effective settings (admins only; secrets removed)."""
+    settings = client().master_config()
+    if as_json:
+        print_json(settings)
+    else:
+        typer.echo(yaml.safe_dump(settings, sort_keys=False, default_flow_style=False).rstrip())

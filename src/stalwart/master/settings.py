@@ -147,11 +147,16 @@ class MasterSettings(_Settings):
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from ``STALWART_<SETTING>[__<NESTED>...]`` variables. Variables that name no
+    master setting (``STALWART_MASTER``, ``STALWART_AGENT_TOKEN``... of the CLI and the agent,
+    which often share the master's environment) are not the master's business: ignored."""
     out: dict[str, Any] = {}
     for key, value in environ.items():
-        if not key.startswith(ENV_PREFIX) or key == "STALWART_MASTER":
+        if not key.startswith(ENV_PREFIX):
             continue
         parts = key[len(ENV_PREFIX) :].lower().split("__")
+        if parts[0] not in MasterSettings.model_fields:
+            continue
         node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})

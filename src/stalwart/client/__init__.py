@@ -1,0 +1,38 @@
+"""Stalwart's Python SDK: a typed client of the master's REST API (httpx).
+
+It needs only Stalwart's base dependencies (no FastAPI, no SQLAlchemy). Errors from the master
+come back as the same :class:`~stalwart.errors.StalwartError` classes the master raised.
+"""
+
+from __future__ import annotations
+
+from stalwart.client.auth import TokenStore, canonical_url
+from stalwart.client.checkpoint import Checkpoint
+from stalwart.client.client import Client, ExperimentConfig
+from stalwart.client.context import ContextFile, pack_context
+from stalwart.client.errors import (
+    ExperimentNotCompletedError,
+    MasterError,
+    MasterUnreachableError,
+    WaitTimeoutError,
+)
+from stalwart.client.experiment import EXPERIMENT_TERMINAL_STATES, Experiment
+from stalwart.client.trial import TRIAL_TERMINAL_STATES, Trial
+
+__all__ = [
+    "EXPERIMENT_TERMINAL_STATES",
+    "TRIAL_TERMINAL_STATES",
+    "Checkpoint",
+    "Client",
+    "ContextFile",
+    "Experiment",
+    "ExperimentConfig",
+    "ExperimentNotCompletedError",
+    "MasterError",
+    "MasterUnreachableError",
+    "TokenStore",
+    "Trial",
+    "WaitTimeoutError",
+    "canonical_url",
+    "pack_context",
+]

@@ -1,0 +1,313 @@
+"""The SDK's entry point: :class:`Client`, one master and one user.
+
+Usage::
+
+    from stalwart.client import Client
+
+    with Client() as client:  # STALWART_MASTER, DET_MASTER or http://localhost:8080
+        exp = client.create_experiment(Path("const.yaml"), Path("."))
+        print(exp.wait())  # COMPLETED
+        exp.top_checkpoint().download(Path("best"))
+
+Errors are :class:`~stalwart.errors.StalwartError` subclasses: the master's errors re-raised
+as the same classes (NotFoundError, InvalidArgumentError, UnauthenticatedError, ...), with the
+master's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import yaml
+
+from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
+from stalwart.client.checkpoint import Checkpoint
+from stalwart.client.context import pack_context, wire_files
+from stalwart.client.experiment import Experiment
+from stalwart.client.models import (
+    CreateExperimentResponse,
+    GetAgentsResponse,
+    GetCheckpointResponse,
+    GetExperimentResponse,
+    GetExperimentsResponse,
+    GetMasterResponse,
+    GetTasksResponse,
+    GetTrialResponse,
+    GetUsersResponse,
+    MasterConfigResponse,
+    MeResponse,
+    TaskSummary,
+    UserResponse,
+    V1Agent,
+    V1User,
+)
+from stalwart.client.session import Progress, Session
+from stalwart.client.trial import Trial
+from stalwart.errors import ConfigError, InvalidArgumentError
+
+__all__ = ["Client", "ExperimentConfig"]
+
+ExperimentConfig = str | Path | Mapping[str, Any]
+"""An experiment config: YAML text (``str``), a YAML file (``Path``) or a mapping."""
+
+_INVALID_CONFIG = "invalid experiment configuration: "
+
+
+def _config_text(config: ExperimentConfig) -> tuple[str, str]:
+    """``(YAML text, source name)``; a local check that it is a YAML mapping."""
+    from stalwart.config.loader import parse_yaml
+
+    if isinstance(config, Path):
+        try:
+            text = config.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read config file {config}: {exc.strerror}") from exc
+        source = str(config)
+    elif isinstance(config, str):
+        text, source = config, "<config>"
+    else:
+        text, source = yaml.safe_dump(dict(config), sort_keys=False), "<config>"
+    doc = parse_yaml(text, source)
+    if not isinstance(doc.data, dict):
+        raise ConfigError(source, ["<config>: must be a mapping of experiment settings"])
+    return text, source
+
+
+def _config_error(source: str, exc: InvalidArgumentError) -> ConfigError:
+    """The master's "invalid experiment configuration: a; b" as a ConfigError of ``source``."""
+    problems = exc.message.removeprefix(_INVALID_CONFIG).split("; ")
+    return ConfigError(source, problems)
+
+
+class Client:
+    """A connection to one master as one user.
+
+    ``master``: its URL (default ``STALWART_MASTER``, then ``DET_MASTER``, then
+    ``http://localhost:8080``). ``user`` and ``password``: who to be (see
+    :mod:`stalwart.client.session` for how the user and the credentials are chosen when
+    omitted). ``config_dir``: where ``auth.json`` caches tokens. ``environ``: the environment
+    to read instead of ``os.environ`` (tests). Use it as a context manager, or call
+    :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        master: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        *,
+        config_dir: Path | None = None,
+        timeout: float = 30.0,
+        environ: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        env = client_env(environ)
+        self.master = canonical_url(master or env.master or DEFAULT_MASTER)
+        store = TokenStore(config_dir=config_dir or env.config_dir)
+        self._session = Session(
+            self.master,
+            user=user,
+            password=password,
+            env=env,
+            store=store,
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._session.close()
+
+    @property
+    def user(self) -> str:
+        """Who requests are made as."""
+        return self._session.user
+
+    @property
+    def token_store(self) -> TokenStore:
+        return self._session.store
+
+    # -- users ---------------------------------------------------------------------------------
+
+    def login(self, user: str, password: str = "") -> V1User:
+        """Log in, cache the token and make ``user`` the master's active user."""
+        return self._session.login(user, password, activate=True)
+
+    def logout(self) -> None:
+        """End the current user's session and forget its token."""
+        self._session.logout()
+
+    def whoami(self) -> V1User:
+        """The user requests are made as."""
+        return self._session.get("/api/v1/me", MeResponse).user
+
+    def list_users(self) -> list[V1User]:
+        """Every user, by id."""
+        return self._session.get("/api/v1/users", GetUsersResponse).users
+
+    def get_user(self, username: str) -> V1User:
+        """One user by name (NotFoundError when there is none)."""
+        return self._session.get(f"/api/v1/users/{username}/by-username", UserResponse).user
+
+    def create_user(
+        self,
+        username: str,
+        *,
+        password: str = "",
+        admin: bool = False,
+        display_name: str | None = None,
+    ) -> V1User:
+        """Create a user (admins only; AlreadyExistsError when the name is taken)."""
+        spec: dict[str, Any] = {"username": username, "admin": admin, "active": True}
+        if display_name is not None:
+            spec["displayName"] = display_name
+        body = {"user": spec, "password": password, "isHashed": False}
+        data = self._session.post("/api/v1/users", body)
+        return UserResponse.model_validate(data).user
+
+    def _user_id(self, username: str | None) -> int:
+        user = self.get_user(username) if username else self.whoami()
+        if user.id is None:  # pragma: no cover - the master always sends ids
+            raise InvalidArgumentError(f"user {user.username} has no id")
+        return user.id
+
+    def change_password(self, password: str, username: str | None = None) -> None:
+        """Set the password of ``username`` (default: the current user; others need admin).
+
+        The current session stays valid; a cached token of the current user is kept.
+        """
+        user_id = self._user_id(username)
+        body = {"password": password, "isHashed": False}
+        self._session.post(f"/api/v1/users/{user_id}/password", body)
+
+    def _set_active(self, username: str, active: bool) -> V1User:
+        user_id = self._user_id(username)
+        data = self._session.request("PATCH", f"/api/v1/users/{user_id}", body={"active": active})
+        return UserResponse.model_validate(data).user
+
+    def activate_user(self, username: str) -> V1User:
+        """Let ``username`` log in again (admins only)."""
+        return self._set_active(username, True)
+
+    def deactivate_user(self, username: str) -> V1User:
+        """Stop ``username`` from logging in and end their sessions (admins only)."""
+        return self._set_active(username, False)
+
+    # -- experiments ---------------------------------------------------------------------------
+
+    def create_experiment(
+        self,
+        config: ExperimentConfig,
+        context_dir: Path | None = None,
+        *,
+        activate: bool = True,
+        includes: Iterable[Path] = (),
+        template: str | None = None,
+        progress: Progress | None = None,
+    ) -> Experiment:
+        """Create an experiment from a config and a model definition directory.
+
+        ``context_dir`` is packed as Determined's client does (``.detignore`` and
+        ``.stalwartignore`` honoured; :mod:`stalwart.client.context`), plus each of
+        ``includes``. ``activate=False`` creates it PAUSED. ``progress(sent, total)`` follows
+        the upload. An invalid config raises ConfigError naming the config's source and each
+        problem with its path and YAML line.
+        """
+        text, source = _config_text(config)
+        files = wire_files(pack_context(context_dir, includes))
+        body = {
+            "activate": activate,
+            "config": text,
+            "modelDefinition": files,
+            "parentId": None,
+            "projectId": None,
+            "template": template,
+            "validateOnly": False,
+        }
+        try:
+            created = self._session.upload(
+                "/api/v1/experiments", body, CreateExperimentResponse, progress
+            )
+        except InvalidArgumentError as exc:
+            if exc.message.startswith(_INVALID_CONFIG):
+                raise _config_error(source, exc) from None
+            raise
+        return Experiment(self._session, created.experiment)
+
+    def get_experiment(self, experiment_id: int) -> Experiment:
+        """One experiment (NotFoundError when there is none)."""
+        path = f"/api/v1/experiments/{experiment_id}"
+        return Experiment(self._session, self._session.get(path, GetExperimentResponse).experiment)
+
+    def list_experiments(
+        self,
+        *,
+        users: Sequence[str] | None = None,
+        archived: bool | None = False,
+        states: Sequence[str] = (),
+        name: str | None = None,
+        limit: int = 0,
+    ) -> list[Experiment]:
+        """Experiments by id, newest last.
+
+        ``users``: only theirs (None: everyone's); ``archived``: False hides archived ones,
+        None shows both; ``states``: only these (``COMPLETED``, ``ACTIVE``...); ``name``: a
+        substring of the name; ``limit``: the newest N (0: all).
+        """
+        params: dict[str, Any] = {"sortBy": "SORT_BY_ID", "orderBy": "ORDER_BY_ASC"}
+        if users:
+            params["users"] = list(users)
+        if archived is not None:
+            params["archived"] = "true" if archived else "false"
+        if states:
+            params["states"] = [f"STATE_{s.removeprefix('STATE_')}" for s in states]
+        if name:
+            params["name"] = name
+        if limit:
+            params["offset"], params["limit"] = -limit, limit
+        found = self._session.get("/api/v1/experiments", GetExperimentsResponse, params)
+        return [Experiment(self._session, e) for e in found.experiments]
+
+    def get_trial(self, trial_id: int) -> Trial:
+        """One trial (NotFoundError when there is none)."""
+        data = self._session.get(f"/api/v1/trials/{trial_id}", GetTrialResponse).trial
+        return Trial(self._session, data)
+
+    def get_checkpoint(self, uuid: str) -> Checkpoint:
+        """One checkpoint by UUID (NotFoundError when there is none)."""
+        data = self._session.get(f"/api/v1/checkpoints/{uuid}", GetCheckpointResponse)
+        return Checkpoint(data.checkpoint)
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    def list_agents(self) -> list[V1Agent]:
+        """The agents the master knows, with their slots."""
+        return self._session.get("/api/v1/agents", GetAgentsResponse).agents
+
+    def list_tasks(self) -> dict[str, TaskSummary]:
+        """Live allocations by allocation id (what the slots run)."""
+        found = self._session.get("/api/v1/tasks", GetTasksResponse)
+        return found.allocation_id_to_summary
+
+    def master_info(self) -> GetMasterResponse:
+        """The master's version and identity."""
+        return self._session.get("/api/v1/master", GetMasterResponse)
+
+    def master_config(self) -> dict[str, Any]:
+        """The master's effective settings (admins only; secrets removed)."""
+        return self._session.get("/api/v1/master/config", MasterConfigResponse).config
