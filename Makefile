@@ -11,16 +11,15 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[master,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/stalwart config check examples/*/*.yaml
-	$(BIN)/stalwart envs list
 	$(BIN)/stalwart envs resolve examples/tensorflow/const.yaml --context examples/tensorflow
-	$(BIN)/stalwart config show examples/core_api/adaptive.yaml
+	BIN=$(BIN) bash scripts/demo.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
