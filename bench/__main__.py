@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import cluster, master_api
+from bench import cluster, harness, master_api
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -24,6 +24,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     master_api.NAME: (
         master_api.run,
         "REST API on SQLite: GET/list latency with 10,000 experiments, metric ingest",
+    ),
+    harness.NAME: (
+        harness.run,
+        "Core API harness: report_training_metrics cost, 1,000,000 metric points to the master",
     ),
 }
 

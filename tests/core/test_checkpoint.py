@@ -123,16 +123,23 @@ def test_storage_from_config(tmp_path: Path) -> None:
     shared = storage_from_config(
         {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "ckpts"}
     )
+    assert isinstance(shared, DirectoryStorage)
     assert shared.base == tmp_path / "ckpts"
     directory = storage_from_config({"type": "directory", "container_path": str(tmp_path)})
+    assert isinstance(directory, DirectoryStorage)
     assert directory.base == tmp_path
-    with pytest.raises(NotImplementedError, match="'s3' is not supported"):
-        storage_from_config({"type": "s3", "bucket": "b"})
-    with pytest.raises(NotImplementedError, match="'gcs' is not supported"):
-        storage_from_argument("gs://bucket/prefix")
+    s3 = storage_from_config({"type": "s3", "bucket": "b", "prefix": "p"})
+    assert repr(s3) == "FsspecStorage('s3://b/p')"
     with pytest.raises(ConfigError, match="checkpoint_storage"):
         storage_from_config({"type": "directory"})
-    assert storage_from_argument(str(tmp_path)).base == tmp_path
+    local = storage_from_argument(str(tmp_path))
+    assert isinstance(local, DirectoryStorage)
+    assert local.base == tmp_path
     assert storage_config_of(str(tmp_path)) == {"type": "shared_fs", "host_path": str(tmp_path)}
+    assert storage_config_of("gs://bucket/prefix") == {
+        "type": "gcs",
+        "bucket": "bucket",
+        "prefix": "prefix",
+    }
     with pytest.raises(ValueError, match="invalid checkpoint storage id"):
         shared.path_of("../x")

@@ -128,3 +128,44 @@ def test_prepare_report_checks() -> None:
         prepare_report("training", 1, [1])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="batch_metrics must be a list of dicts"):
         prepare_report("training", 1, {}, [1])  # type: ignore[list-item]
+
+
+def test_the_fast_snapshot_is_the_same_snapshot() -> None:
+    plain = {"loss": 0.5, "step": 3}
+    report = prepare_report("training", 1, plain)
+    plain["loss"] = 9.0  # later changes do not leak into the report
+    assert report.metrics == {"loss": 0.5, "step": 3}
+    odd = prepare_report("training", 1, {"nan": float("nan"), "flag": True, "n": {"x": 1}})
+    assert odd.metrics == {"nan": "NaN", "flag": True, "n": {"x": 1}}
+    assert report.report_time.endswith("+00:00")
+
+
+def test_publish_blocks_while_the_queue_is_full() -> None:
+    first_seen = threading.Event()
+    release = threading.Event()
+    landed: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        first_seen.set()
+        assert release.wait(WAIT_S)
+        landed.extend(steps(request))
+        return httpx.Response(200, json={})
+
+    reports = [prepare_report("training", step, {"loss": 1.0}) for step in (1, 2, 3)]
+    probe, probe_session = shipper_over(handler)
+    size = len(probe._wire(reports[1])) + 1  # what one report takes in the queue
+    probe_session.close()
+    shipper, session = shipper_over(handler, max_queue_bytes=size + 1)
+    shipper.publish(reports[0])
+    assert first_seen.wait(WAIT_S)  # the first report is in a post that waits
+    shipper.publish(reports[1])  # fills the queue
+    blocked = threading.Thread(target=shipper.publish, args=(reports[2],))
+    blocked.start()
+    blocked.join(0.2)
+    assert blocked.is_alive()  # no room until the master answers
+    release.set()
+    blocked.join(WAIT_S)
+    assert not blocked.is_alive()
+    shipper.close()
+    session.close()
+    assert landed == [1, 2, 3]

@@ -9,7 +9,6 @@ import time
 import pytest
 
 from stalwart.core import (
-    DistributedContext,
     DummyDistributedContext,
     LocalPreemptContext,
     PreemptContext,
@@ -94,9 +93,8 @@ def test_local_preempt_is_never_preempted() -> None:
 
 
 def test_chief_only_refuses_workers() -> None:
-    worker = DistributedContext(
-        rank=1, size=2, local_rank=1, local_size=2, cross_rank=0, cross_size=1
-    )
+    worker = DummyDistributedContext()
+    worker.rank = worker.local_rank = 1  # a worker's view: ChiefOnly refuses before any collective
     session = Session("http://127.0.0.1:9", "token")
     preempt = PreemptContext(session, "1.x.1", worker, PreemptMode.ChiefOnly)
     preempt.start()

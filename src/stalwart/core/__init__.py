@@ -17,7 +17,9 @@ from stalwart.core._client import (
 from stalwart.core._context import Context, init
 from stalwart.core._distributed import DistributedContext, DummyDistributedContext
 from stalwart.core._info import ClusterInfo, TrialInfo, get_cluster_info
+from stalwart.core._ipc import CollectiveError, CollectiveTimeoutError
 from stalwart.core._preempt import LocalPreemptContext, PreemptContext, PreemptMode
+from stalwart.core._profiler import DummyProfilerContext, ProfilerContext
 from stalwart.core._searcher import (
     LocalSearcherContext,
     SearcherContext,
@@ -40,10 +42,13 @@ __all__ = [
     "CheckpointContext",
     "CheckpointNotFoundError",
     "ClusterInfo",
+    "CollectiveError",
+    "CollectiveTimeoutError",
     "Context",
     "DistributedContext",
     "DownloadMode",
     "DummyDistributedContext",
+    "DummyProfilerContext",
     "EarlyExitReason",
     "InvalidHP",
     "LocalCheckpointContext",
@@ -54,6 +59,7 @@ __all__ = [
     "MasterUnreachableError",
     "PreemptContext",
     "PreemptMode",
+    "ProfilerContext",
     "RetryPolicy",
     "SearcherContext",
     "SearcherContextMissing",

@@ -10,10 +10,11 @@ Contract:
 - A trial task calls ``POST /api/v1/runs/start`` once, at ``init()``, to register its checkpoint
   storage (the answer's ``storageId`` goes into every checkpoint report).
 - A multi-slot or multi-container task needs an explicit ``distributed`` (:class:`ValueError`).
-- ``with init() as ctx:`` starts the preemption watcher; leaving the block (or :meth:`Context.
-  close`) stops it, flushes the queued metrics and closes the connections. An error the metrics
-  thread met is raised then, unless the block is already raising. ``InvalidHP`` raised in the
-  block is reported as an early exit and the process exits 0 (Determined's behaviour).
+- ``with init() as ctx:`` starts the preemption watcher (and the profiler when the experiment
+  config has ``profiling.enabled``); leaving the block (or :meth:`Context.close`) stops them,
+  flushes the queued metrics and closes the connections. An error the metrics thread met is
+  raised then, unless the block is already raising. ``InvalidHP`` raised in the block is
+  reported as an early exit and the process exits 0 (Determined's behaviour).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from stalwart.core._client import RetryPolicy, Session
 from stalwart.core._distributed import DistributedContext, DummyDistributedContext
 from stalwart.core._info import ClusterInfo
 from stalwart.core._preempt import LocalPreemptContext, PreemptContext, PreemptMode
+from stalwart.core._profiler import DummyProfilerContext, ProfilerContext
 from stalwart.core._searcher import (
     LocalSearcherContext,
     SearcherContext,
@@ -59,8 +61,8 @@ StorageArg = str | os.PathLike[str] | Mapping[str, Any]
 
 
 class Context:
-    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.distributed``, ``.searcher``
-    and ``.info`` (None off-cluster). Build it with :func:`init`."""
+    """The Core API: ``.train``, ``.checkpoint``, ``.preempt``, ``.distributed``, ``.searcher``,
+    ``.profiler`` and ``.info`` (None off-cluster). Build it with :func:`init`."""
 
     def __init__(
         self,
@@ -72,6 +74,7 @@ class Context:
         searcher: SearcherContext,
         info: ClusterInfo | None = None,
         session: Session | None = None,
+        profiler: ProfilerContext | DummyProfilerContext | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.distributed = distributed
@@ -79,12 +82,14 @@ class Context:
         self.train = train
         self.searcher = searcher
         self.info = info
+        self.profiler = profiler or DummyProfilerContext()
         self._session = session
         self._closed = False
 
     def start(self) -> None:
-        """Start the background work (the preemption watcher)."""
+        """Start the background work (the preemption watcher; the profiler if enabled)."""
         self.preempt.start()
+        self.profiler.start()
 
     def __enter__(self) -> Context:
         self.start()
@@ -96,13 +101,14 @@ class Context:
         exc_val: BaseException | None = None,
         exc_tb: types.TracebackType | None = None,
     ) -> None:
-        """Stop the watcher, flush metrics, close connections (idempotent). A metrics error is
-        raised unless ``exc_val`` says the caller is already failing."""
+        """Stop the watcher and the profiler, flush metrics, close connections (idempotent). A
+        metrics error is raised unless ``exc_val`` says the caller is already failing."""
         if self._closed:
             return
         self._closed = True
         try:
             self.preempt.close()
+            self.profiler.close()
             self.train.close(raise_errors=exc_val is None)
         finally:
             self.distributed.close()
@@ -134,7 +140,7 @@ def _local(
     storage = storage_from_argument(
         checkpoint_storage if checkpoint_storage is not None else DEFAULT_LOCAL_CHECKPOINTS
     )
-    logger.info("storing checkpoints in %s", storage.base)
+    logger.info("storing checkpoints in %s", storage)
     return Context(
         checkpoint=LocalCheckpointContext(dist, storage),
         distributed=dist,
@@ -174,6 +180,14 @@ def _trial(
         rank=dist.rank,
     )
     max_length = parse_max_length(trial.config)
+    initial_steps = trial.steps_completed
+    profiler = ProfilerContext(
+        train.report_metrics,
+        lambda: max(initial_steps, train.latest_training_steps),
+        dist.local_rank,
+        env.agent_id,
+        enabled=bool((trial.config.get("profiling") or {}).get("enabled")),
+    )
     searcher: SearcherContext = (
         SearcherContext(dist, max_length, train.report_progress, parse_units(trial.config))
         if max_length is not None
@@ -194,6 +208,7 @@ def _trial(
         searcher=searcher,
         info=ClusterInfo(env),
         session=session,
+        profiler=profiler,
     )
 
 

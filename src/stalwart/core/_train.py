@@ -86,6 +86,8 @@ class _Reporting:
     """What both twins share: argument checks, the three report methods, TensorBoard's path."""
 
     _tensorboard_path: Path
+    latest_training_steps = 0
+    """``steps_completed`` of the latest training report (0 before the first)."""
 
     def _report(self, report: MetricsReport) -> None:
         raise NotImplementedError
@@ -103,6 +105,7 @@ class _Reporting:
     ) -> None:
         """Report training metrics at ``steps_completed`` (batch metrics are kept, not shown)."""
         self._report(prepare_report(TRAINING, steps_completed, metrics, batch_metrics))
+        self.latest_training_steps = steps_completed
 
     def report_validation_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
         """Report validation metrics; the searcher reads ``searcher.metric`` from them."""

@@ -10,7 +10,9 @@ Contract:
 - In a task, a missing or malformed variable raises :class:`TaskEnvError` that names every bad
   variable at once. ``TRIAL`` tasks also need the trial variables.
 - :func:`current` is :meth:`TaskEnv.from_environ` read once per process (``current.cache_clear()``
-  forgets it, for tests). :func:`torch_launcher_env` reads what ``torch.distributed.run`` sets.
+  forgets it, for tests). :func:`torch_launcher_env` / :func:`deepspeed_launcher_env` read the
+  ranks a launcher gives each worker, :func:`comm_env` where the workers meet (the chief's
+  address, the allocation's ports) and :func:`launcher_rank` the rank a log line is tagged with.
 """
 
 from __future__ import annotations
@@ -26,13 +28,18 @@ from typing import Any
 from stalwart.errors import StalwartError
 
 __all__ = [
+    "CommEnv",
     "Rendezvous",
     "TaskEnv",
     "TaskEnvError",
     "TorchLauncherEnv",
+    "TrainPorts",
     "TrialEnv",
     "canonical_master_url",
+    "comm_env",
     "current",
+    "deepspeed_launcher_env",
+    "launcher_rank",
     "torch_launcher_env",
 ]
 
@@ -68,6 +75,21 @@ class Rendezvous:
 
 
 @dataclass(frozen=True)
+class TrainPorts:
+    """The allocation's own ports for distributed training (wire doc 5.2); Determined's bases
+    where a variable is unset."""
+
+    dtrain_ssh: int = 12350
+    """``DTRAIN_SSH_PORT``."""
+    comm_1: int = 12360
+    """``INTER_TRAIN_PROCESS_COMM_PORT_1``: the chief's collectives server."""
+    comm_2: int = 12365
+    """``INTER_TRAIN_PROCESS_COMM_PORT_2``."""
+    c10d: int = 29400
+    """``C10D_PORT``: the torch launcher's rendezvous store on the chief."""
+
+
+@dataclass(frozen=True)
 class TrialEnv:
     """The trial variables of a ``TRIAL`` task."""
 
@@ -100,6 +122,7 @@ class TaskEnv:
     latest_checkpoint: str | None = None
     trial: TrialEnv | None = None
     rendezvous: Rendezvous | None = None
+    ports: TrainPorts = TrainPorts()
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> TaskEnv | None:
@@ -127,6 +150,7 @@ class TaskEnv:
             latest_checkpoint=env.get("DET_LATEST_CHECKPOINT") or None,
             trial=trial,
             rendezvous=_read_rendezvous(reader, run_dir),
+            ports=_read_ports(reader),
         )
         reader.raise_problems()
         return task
@@ -160,6 +184,15 @@ class _Reader:
         except ValueError:
             self.problems.append(f"{name} is not an integer: {value!r}")
             return 0
+
+    def optional_port(self, name: str, default: int) -> int:
+        value = self.env.get(name)
+        if not value:
+            return default
+        if not value.isdigit() or not 0 < int(value) < 65536:
+            self.problems.append(f"{name} is not a port number: {value!r}")
+            return default
+        return int(value)
 
     def json_value(self, name: str, default: Any) -> Any:
         value = self.text(name)
@@ -213,6 +246,16 @@ def _read_trial(reader: _Reader) -> TrialEnv:
     )
 
 
+def _read_ports(reader: _Reader) -> TrainPorts:
+    base = TrainPorts()
+    return TrainPorts(
+        dtrain_ssh=reader.optional_port("DTRAIN_SSH_PORT", base.dtrain_ssh),
+        comm_1=reader.optional_port("INTER_TRAIN_PROCESS_COMM_PORT_1", base.comm_1),
+        comm_2=reader.optional_port("INTER_TRAIN_PROCESS_COMM_PORT_2", base.comm_2),
+        c10d=reader.optional_port("C10D_PORT", base.c10d),
+    )
+
+
 def _read_rendezvous(reader: _Reader, run_dir: Path | None) -> Rendezvous | None:
     if run_dir is None:
         return None
@@ -242,7 +285,7 @@ def current() -> TaskEnv | None:
 
 @dataclass(frozen=True)
 class TorchLauncherEnv:
-    """What ``torch.distributed.run`` tells each worker process."""
+    """A worker's place as its launcher tells it (torch, DeepSpeed: the same six numbers)."""
 
     rank: int
     size: int
@@ -253,16 +296,67 @@ class TorchLauncherEnv:
 
 
 def torch_launcher_env(environ: Mapping[str, str] | None = None) -> TorchLauncherEnv:
-    """The torch launcher's variables; :class:`KeyError` when a variable is missing (what
-    ``DistributedContext.from_torch_distributed`` callers catch to detect a plain run)."""
+    """What ``torch.distributed.run`` sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``GROUP_WORLD_SIZE``); :class:`KeyError` when a
+    variable is missing (what ``DistributedContext.from_torch_distributed`` callers catch to
+    detect a plain run)."""
     env = os.environ if environ is None else environ
     size = int(env["WORLD_SIZE"])
     local_size = int(env["LOCAL_WORLD_SIZE"])
+    groups = env.get("GROUP_WORLD_SIZE")
     return TorchLauncherEnv(
         rank=int(env["RANK"]),
         size=size,
         local_rank=int(env["LOCAL_RANK"]),
         local_size=local_size,
         cross_rank=int(env["GROUP_RANK"]),
-        cross_size=size // local_size if local_size else 1,
+        cross_size=int(groups) if groups else (size // local_size if local_size else 1),
     )
+
+
+def deepspeed_launcher_env(environ: Mapping[str, str] | None = None) -> TorchLauncherEnv:
+    """What the DeepSpeed launcher sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``LOCAL_SIZE``, ``CROSS_RANK``, ``CROSS_SIZE``); :class:`KeyError` when one is missing."""
+    env = os.environ if environ is None else environ
+    return TorchLauncherEnv(
+        rank=int(env["RANK"]),
+        size=int(env["WORLD_SIZE"]),
+        local_rank=int(env["LOCAL_RANK"]),
+        local_size=int(env["LOCAL_SIZE"]),
+        cross_rank=int(env["CROSS_RANK"]),
+        cross_size=int(env["CROSS_SIZE"]),
+    )
+
+
+@dataclass(frozen=True)
+class CommEnv:
+    """Where a worker meets the others for ``DistributedContext``'s collectives."""
+
+    chief_ip: str | None
+    """``DET_CHIEF_IP`` (set by Stalwart's launchers), else ``MASTER_ADDR`` (torch, DeepSpeed)."""
+    ports: TrainPorts
+    key: str
+    """``DET_SESSION_TOKEN`` (the allocation's token, the same in all its containers): workers
+    prove they know it before the chief unpickles anything from them. Empty off-cluster."""
+
+
+def comm_env(environ: Mapping[str, str] | None = None) -> CommEnv:
+    """The chief's address, the allocation's ports and the group's key (:class:`CommEnv`);
+    :class:`TaskEnvError` for a malformed port variable."""
+    env = os.environ if environ is None else environ
+    reader = _Reader(env)
+    ports = _read_ports(reader)
+    reader.raise_problems()
+    return CommEnv(
+        chief_ip=env.get("DET_CHIEF_IP") or env.get("MASTER_ADDR") or None,
+        ports=ports,
+        key=env.get("DET_SESSION_TOKEN", ""),
+    )
+
+
+def launcher_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """The worker's global rank as a launcher set it (``RANK``), or None when unset or not an
+    integer."""
+    env = os.environ if environ is None else environ
+    value = env.get("RANK", "")
+    return int(value) if value.isdigit() else None

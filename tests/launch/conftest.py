@@ -1,0 +1,78 @@
+"""Helpers for the launcher tests: a fake task environment a container would get, and torch.
+
+Tests that run ``torch.distributed.run`` need torch (the ``torch`` extra, which ``make install``
+installs); without it they skip, except under ``CI=true``, where they fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def require_torch() -> None:
+    """Skip (fail under CI=true) when torch is not installed."""
+    if importlib.util.find_spec("torch") is not None:  # not imported: it is slow, and noisy
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("torch is required under CI=true (pip install -e '.[torch]')")
+    pytest.skip("torch is not installed (pip install -e '.[torch]')")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def task_environ(
+    run_dir: Path,
+    *,
+    slots: int,
+    addrs: list[str] | None = None,
+    rank: int = 0,
+) -> dict[str, str]:
+    """The environment (and ``rendezvous.json``) of container ``rank`` of a COMMAND task with
+    ``slots`` slots here; the master URL points nowhere (the launcher never calls it)."""
+    addrs = addrs or ["127.0.0.1"]
+    info = run_dir / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "rendezvous.json").write_text(
+        json.dumps(
+            {
+                "container_addrs": addrs,
+                "container_rank": rank,
+                "container_slot_counts": [slots] * len(addrs),
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "STALWART_"))}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env.update(
+        {
+            "DET_MASTER": "http://127.0.0.1:9",
+            "DET_CLUSTER_ID": "c",
+            "DET_AGENT_ID": "a1",
+            "DET_SLOT_IDS": json.dumps(list(range(slots))),
+            "DET_TASK_ID": "t",
+            "DET_ALLOCATION_ID": "t.1",
+            "DET_SESSION_TOKEN": "token",
+            "DET_TASK_TYPE": "COMMAND",
+            "DET_RUN_DIR": str(run_dir),
+            "C10D_PORT": str(free_port()),
+            "INTER_TRAIN_PROCESS_COMM_PORT_1": str(free_port()),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")]),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        }
+    )
+    return env
