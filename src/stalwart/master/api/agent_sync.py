@@ -1,7 +1,8 @@
 """Route: ``POST /api/v1/agents/{agent_id}/sync``, the agent protocol's one call.
 
 Authenticated by the cluster's agent token (``X-Stalwart-Agent-Token``), not a user session.
-A sync with nothing to change is held up to ``wait_seconds`` and answered as soon as work for
+A sync with nothing to change is held up to ``wait_seconds`` (at most a third of
+``cluster.agent_timeout``: a held sync is no heartbeat) and answered as soon as work for
 the agent appears (a placement wakes ``agent:<id>``; a kill or preemption wakes the
 allocation's key, which this long-poll also listens on).
 """
@@ -19,7 +20,7 @@ from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncRespons
 from stalwart.errors import UnauthenticatedError
 from stalwart.master.api.deps import long_poll
 from stalwart.master.cluster.agent_sync import SyncOutcome, agent_key, apply_sync
-from stalwart.master.db.tables import Container
+from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Container
 from stalwart.master.state import MasterState, allocation_key
 
 __all__ = ["router"]
@@ -45,7 +46,7 @@ def _sync(
         live = list(
             session.scalars(
                 select(Container.allocation_id).where(
-                    Container.agent_id == agent_id, Container.state != "EXITED"
+                    Container.agent_id == agent_id, Container.state.in_(LIVE_CONTAINER_STATES)
                 )
             )
         )
@@ -60,11 +61,12 @@ async def sync_agent(agent_id: str, body: SyncRequest, request: Request) -> Sync
     state: MasterState = request.app.state.master
     _check_token(state, request)
     outcome, keys = await run_in_threadpool(_sync, state, agent_id, body)
-    if outcome.has_work or body.wait_seconds <= 0:
+    # A held sync is no heartbeat: answer well within the agent timeout, so that a quiet agent
+    # syncs again (and counts as alive) long before it could be declared lost.
+    wait = min(body.wait_seconds, state.settings.cluster.agent_timeout / 3)
+    if outcome.has_work or wait <= 0:
         return outcome.response
-    woken = await long_poll(
-        request, state.notifier, [agent_key(agent_id), *keys], body.wait_seconds
-    )
+    woken = await long_poll(request, state.notifier, [agent_key(agent_id), *keys], wait)
     if not woken:
         return outcome.response
     outcome, _ = await run_in_threadpool(
