@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
-from stalwart.master.app import create_app
+from stalwart.master.app import create_app, open_state
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine
+from stalwart.master.db.tables import User
+from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.metrics import MetricsInput, lock_validations, report_metrics_many
+from stalwart.master.services.tasks import create_trial, start_allocation
 from stalwart.master.settings import MasterSettings
 from tests.master.conftest import login
 
@@ -45,3 +51,46 @@ def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
         assert client.get("/api/v1/me", headers=headers).status_code == 200
         again = login(client, "admin")
         assert client.get("/api/v1/me", headers=again).json()["user"]["username"] == "admin"
+
+
+def test_validation_inserts_of_one_experiment_commit_in_id_order(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The searcher reads validations by id after a cursor: on PostgreSQL a second transaction
+    inserting a validation of the same experiment waits for the first, so ids never become
+    visible out of order (which would make the searcher skip one)."""
+    state = open_state(_settings(tmp_path / "home", pg_url))
+    try:
+        with state.sessions() as session:
+            admin = session.scalars(select(User).where(User.username == "admin")).one()
+            exp = create_experiment(
+                session,
+                state.settings,
+                admin,
+                config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
+                model_definition=[],
+                activate=True,
+            ).experiment
+            trial = create_trial(session, exp, hparams={}, seed=1)
+            start_allocation(session, trial.task_id, slots=1)
+            session.commit()
+            exp_id, trial_id = exp.id, trial.id
+        holder = state.sessions()
+        lock_validations(holder, [exp_id])  # an open ingest transaction of this experiment
+        done = threading.Event()
+
+        def report() -> None:
+            with state.sessions() as session:
+                report = MetricsInput(trial_id, 1, "validation", 1, {"loss": 0.5})
+                report_metrics_many(session, [report])
+            done.set()
+
+        worker = threading.Thread(target=report)
+        worker.start()
+        assert not done.wait(1.0)  # waits for the open transaction
+        holder.commit()
+        holder.close()
+        assert done.wait(10.0)
+        worker.join()
+    finally:
+        state.engine.dispose()

@@ -9,7 +9,8 @@ loads it, feeds it events and carries out its actions, all inside the caller's t
   carries out the resulting actions, and saves the snapshot and cursor back. Because the
   snapshot, the cursor and the rows the actions create commit together, a master killed at any
   point re-reads exactly the events the saved searcher has not seen: nothing is fed twice and no
-  trial is created twice.
+  trial is created twice. (The cursor never skips a report: each experiment's validation ids
+  become visible in increasing order, see ``metrics.lock_validations``.)
 - ``Create`` adds a trial (PAUSED while the experiment is paused; the loop gives ACTIVE trials
   allocations). ``Stop`` marks the trial ``searcher_stopped`` and asks its allocations to
   preempt; a trial with nothing running completes at once. ``Shutdown`` moves the experiment to

@@ -31,7 +31,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Engine, and_, bindparam, case, insert, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Engine,
+    and_,
+    bindparam,
+    case,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError, NotFoundError
@@ -47,6 +58,7 @@ __all__ = [
     "ValidationSummary",
     "downsample_lttb",
     "iter_metric_reports",
+    "lock_validations",
     "metric_series",
     "parse_metric_value",
     "report_metrics",
@@ -162,6 +174,28 @@ def _write_lock(session: Session) -> contextlib.AbstractContextManager[Any]:
         if lock is None:
             lock = _SQLITE_WRITE_LOCKS[engine] = threading.Lock()
     return lock
+
+
+_VALIDATION_LOCK_CLASS = 0x53_57  # "SW": the advisory-lock namespace of validation inserts
+
+
+def lock_validations(session: Session, experiment_ids: Iterable[int]) -> None:
+    """On PostgreSQL, serialize the transactions that insert validation reports of the same
+    experiment (a transaction-scoped advisory lock per experiment, taken in id order).
+
+    The searcher driver reads validations by id after a cursor; ids come from a sequence, so
+    without this two concurrent transactions could commit out of id order and the driver would
+    skip the one that commits second. With it, each experiment's validation ids become visible in
+    increasing order. SQLite has one writer at a time already.
+    """
+    bind = session.get_bind()
+    if bind.dialect.name != "postgresql":
+        return
+    for experiment_id in sorted(set(experiment_ids)):
+        session.execute(
+            text("select pg_advisory_xact_lock(:cls, :obj)"),
+            {"cls": _VALIDATION_LOCK_CLASS, "obj": experiment_id},
+        )
 
 
 def _report_time(text: str | None) -> dt.datetime:
@@ -305,6 +339,9 @@ def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> li
                 session.rollback()
                 raise _bad_run(session, trial_id, run_id)
             experiment_of[trial_id] = int(bumped[0])
+        lock_validations(
+            session, {experiment_of[r["trial_id"]] for r in rows if r["group"] == VALIDATION}
+        )
         rolled_back: set[int] = set()
         for (trial_id, run_id, group), steps in sorted(earliest.items()):
             if run_id > 1 and _archive_superseded(session, trial_id, run_id, group, steps):
