@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Trial, utcnow
@@ -35,7 +34,6 @@ from stalwart.master.services.agents import release_slots
 from stalwart.master.services.experiments import settle_experiment, settle_trial
 from stalwart.master.services.logs import normalize_level
 from stalwart.master.transitions import (
-    LIVE_ALLOCATION_STATES,
     TRIAL_TERMINAL,
     set_allocation_state,
     set_trial_state,
@@ -177,14 +175,3 @@ def _trial_outcome(
         return None
     log(f"trial {trial.id} failed ({what}) and has used its {limit} restarts: ERROR")
     return fail_trial(session, trial)
-
-
-def live_allocations(session: Session, trial: Trial) -> list[Allocation]:
-    """The trial's allocations that have not ended."""
-    return list(
-        session.scalars(
-            select(Allocation).where(
-                Allocation.task_id == trial.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
-            )
-        )
-    )

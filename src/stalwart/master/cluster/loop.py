@@ -45,7 +45,15 @@ from stalwart.master.cluster.placement import (
     unschedulable_reason,
 )
 from stalwart.master.cluster.search import DRIVEN_STATES, drive
-from stalwart.master.db.tables import Agent, Allocation, Container, Experiment, Trial, utcnow
+from stalwart.master.db.tables import (
+    LIVE_CONTAINER_STATES,
+    Agent,
+    Allocation,
+    Container,
+    Experiment,
+    Trial,
+    utcnow,
+)
 from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
@@ -169,7 +177,8 @@ class ClusterLoop:
                 agent.connected = False
                 for row in session.scalars(
                     select(Container).where(
-                        Container.agent_id == agent.id, Container.state != "EXITED"
+                        Container.agent_id == agent.id,
+                        Container.state.in_(LIVE_CONTAINER_STATES),
                     )
                 ):
                     row.state = "EXITED"

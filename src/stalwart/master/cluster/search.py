@@ -26,7 +26,7 @@ deliver after the commit.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -36,7 +36,6 @@ from stalwart.config import ExperimentConfig
 from stalwart.master.cluster.lifecycle import (
     TrialExit,
     complete_trial,
-    live_allocations,
     master_log,
 )
 from stalwart.master.db.tables import Experiment, MetricReport, Trial
@@ -46,6 +45,7 @@ from stalwart.master.searcher.factory import make_searcher
 from stalwart.master.services.experiments import (
     Signals,
     apply_error,
+    live_allocations,
     settle_experiment,
     stop_allocations,
 )
@@ -215,11 +215,3 @@ def _shutdown(session: Session, experiment: Experiment, action: Shutdown) -> Non
     set_experiment_state(session, experiment, stopping)
     session.flush()
     settle_experiment(session, experiment)
-
-
-def exits_by_experiment(exits: Iterable[TrialExit]) -> dict[int, list[TrialExit]]:
-    """Group trial exits by experiment id, in order."""
-    out: dict[int, list[TrialExit]] = {}
-    for exit_ in exits:
-        out.setdefault(exit_.experiment_id, []).append(exit_)
-    return out

@@ -63,6 +63,7 @@ from stalwart.master.services.trials import (
 from stalwart.master.state import Notifier, allocation_key
 from stalwart.master.transitions import (
     EXPERIMENT_TERMINAL,
+    LIVE_ALLOCATION_STATES,
     TRIAL_TERMINAL,
     TRIAL_TRANSITIONS,
     set_allocation_state,
@@ -92,6 +93,7 @@ __all__ = [
     "kill_experiment",
     "kill_trial",
     "list_experiments",
+    "live_allocations",
     "model_definition_b64",
     "pause_experiment",
     "settle_experiment",
@@ -136,11 +138,13 @@ def deliver(notifier: Notifier, signals: Signals) -> None:
 # --- state actions (no commit) -------------------------------------------------------------
 
 
-def _live_allocations(session: Session, trial: Trial) -> list[Allocation]:
+def live_allocations(session: Session, trial: Trial) -> list[Allocation]:
+    """The trial's allocations that have not ended."""
     return list(
         session.scalars(
             select(Allocation).where(
-                Allocation.task_id == trial.task_id, Allocation.state != "TERMINATED"
+                Allocation.task_id == trial.task_id,
+                Allocation.state.in_(LIVE_ALLOCATION_STATES),
             )
         )
     )
@@ -149,7 +153,7 @@ def _live_allocations(session: Session, trial: Trial) -> list[Allocation]:
 def stop_allocations(session: Session, trial: Trial, *, kill: bool) -> Signals:
     """Unstarted allocations end; started ones are asked to preempt (and, to kill, TERMINATE)."""
     signals = Signals()
-    for allocation in _live_allocations(session, trial):
+    for allocation in live_allocations(session, trial):
         if allocation.state in UNSTARTED_ALLOCATION_STATES:
             set_allocation_state(session, allocation, "TERMINATED")
             continue
@@ -173,7 +177,7 @@ def _trials(session: Session, experiment: Experiment) -> list[Trial]:
 def settle_trial(session: Session, trial: Trial) -> bool:
     """A stopping trial with no live allocation reaches its terminal state; True if it moved."""
     terminal = _STOPPING_TO_TERMINAL.get(trial.state)
-    if terminal is None or _live_allocations(session, trial):
+    if terminal is None or live_allocations(session, trial):
         return False
     return set_trial_state(session, trial, terminal)
 
