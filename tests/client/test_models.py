@@ -39,6 +39,8 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (client_models.GetTasksResponse, agents.GetTasksResponse),
     (client_models.GetMasterResponse, info.GetMasterResponse),
     (client_models.MasterConfigResponse, info.MasterConfigResponse),
+    (client_models.MasterLogEntry, logs.MasterLogEntry),
+    (client_models.MasterLogsResponse, logs.MasterLogsResponse),
 ]
 
 

@@ -2,11 +2,15 @@
 
 ``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
 Ctrl-C or SIGTERM. It needs the ``master`` extra; the import happens only when it runs.
-``stalwart master info`` and ``stalwart master config`` ask a running master instead.
+``stalwart master info``, ``stalwart master config`` and ``stalwart master logs`` ask a running
+master instead.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +21,19 @@ from stalwart.cli.common import client, out, print_json
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Run the master, or inspect a running one (info, config).")
+app = typer.Typer(help="Run the master, or inspect a running one (info, config, logs).")
+
+
+def _configure_logging() -> None:
+    """The master process logs Stalwart's records from INFO up: all of them reach the master's
+    log ring (``stalwart master logs``); WARNING and above also go to stderr, as before."""
+    console = logging.StreamHandler()
+    console.setLevel(logging.WARNING)
+    console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(console)
+    stalwart = logging.getLogger("stalwart")
+    if stalwart.level == logging.NOTSET:
+        stalwart.setLevel(logging.INFO)
 
 
 @app.callback(invoke_without_command=True)
@@ -48,6 +64,7 @@ def master(
             f"the master needs its extra: pip install 'stalwart[master]' ({exc.name} missing)"
         ) from exc
     settings = load_settings(config, overrides={"host": host, "port": port, "db": db, "home": home})
+    _configure_logging()
     typer.echo(
         f"Stalwart master on http://{settings.host}:{settings.port} "
         f"(database: {settings.database_url.split('://', 1)[0]})"
@@ -88,3 +105,26 @@ def config(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         print_json(settings)
     else:
         typer.echo(yaml.safe_dump(settings, sort_keys=False, default_flow_style=False).rstrip())
+
+
+@app.command("logs")
+def logs(
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep streaming new records (Ctrl-C stops).")
+    ] = False,
+    tail: Annotated[
+        int | None, typer.Option(min=1, help="Only the last N records (default: all kept).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (v1LogEntry) per line.")
+    ] = False,
+) -> None:
+    """Print the master's own recent log records (the last 10,000 it keeps in memory)."""
+    for entry in client().master_logs(follow=follow, tail=tail):
+        if as_json:
+            line = json.dumps(entry.model_dump(mode="json", by_alias=True))
+        else:
+            level = entry.level.removeprefix("LOG_LEVEL_")
+            line = f"{entry.timestamp} [{level}]: {entry.message}"
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()

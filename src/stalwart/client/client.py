@@ -16,7 +16,7 @@ master's message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,6 +39,8 @@ from stalwart.client.models import (
     GetTrialResponse,
     GetUsersResponse,
     MasterConfigResponse,
+    MasterLogEntry,
+    MasterLogsResponse,
     MeResponse,
     TaskSummary,
     UserResponse,
@@ -311,3 +313,21 @@ class Client:
     def master_config(self) -> dict[str, Any]:
         """The master's effective settings (admins only; secrets removed)."""
         return self._session.get("/api/v1/master/config", MasterConfigResponse).config
+
+    def master_logs(
+        self, *, follow: bool = False, tail: int | None = None
+    ) -> Iterator[MasterLogEntry]:
+        """The master's own recent log records (its in-memory ring), oldest first.
+
+        ``tail`` N: only the last N; ``follow``: then keep streaming new records until the
+        iterator is closed or the master stops.
+        """
+        if tail is not None and tail < 1:
+            raise InvalidArgumentError("tail must be at least 1")
+        params: dict[str, Any] = {"follow": "true" if follow else "false"}
+        if tail is not None:
+            params["offset"] = -tail
+        return (
+            MasterLogsResponse.model_validate(item).log_entry
+            for item in self._session.stream("/api/v1/master/logs", params, follow=follow)
+        )

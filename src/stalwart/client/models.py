@@ -41,6 +41,8 @@ __all__ = [
     "GetUsersResponse",
     "LoginResponse",
     "MasterConfigResponse",
+    "MasterLogEntry",
+    "MasterLogsResponse",
     "MeResponse",
     "MetricsReport",
     "MetricsReportsResponse",
@@ -279,3 +281,18 @@ class GetMasterResponse(WireModel):
 
 class MasterConfigResponse(WireModel):
     config: dict[str, Any] = Field(description="The master's settings (secrets removed).")
+
+
+class MasterLogEntry(WireModel):
+    """``v1LogEntry``: one record of the master's own log."""
+
+    id: int = Field(description="Entry id: grows by one per record.")
+    timestamp: str = Field(description="When it was logged (RFC 3339).")
+    level: str = Field(description="LOG_LEVEL_*.")
+    message: str = Field(description="``<logger>: <message>``, then the traceback if any.")
+
+
+class MasterLogsResponse(WireModel):
+    """One line of the master's log stream."""
+
+    log_entry: MasterLogEntry = Field(description="The entry.")

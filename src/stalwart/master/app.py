@@ -1,12 +1,14 @@
 """``create_app(settings)``: the master's FastAPI application.
 
 Nothing happens at import time. The lifespan opens the database, runs the migrations, creates the
-built-in users and workspace, and binds the in-process buses; it disposes of the engine on exit.
+built-in users and workspace, binds the in-process buses and attaches the master's log ring (the
+records behind ``/api/v1/master/logs``) to the root logger; it disposes of the engine on exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -43,6 +45,8 @@ from stalwart.master.transitions import install_event_publisher
 __all__ = ["create_app", "open_state"]
 
 API_PREFIX = "/api/v1"
+
+log = logging.getLogger("stalwart.master")
 
 
 def _cluster_id(session: Session) -> str:
@@ -99,16 +103,25 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         state = open_state(settings)
         state.notifier.bind(asyncio.get_running_loop())
         app.state.master = state
-        loop = ClusterLoop(state) if run_cluster else None
-        if loop is not None:
-            loop.start()
-        app.state.cluster = loop
-        try:
-            yield
-        finally:
+        with state.log_ring.attached():
+            log.info(
+                "Stalwart %s master %s serving cluster %s (database: %s)",
+                __version__,
+                state.master_id,
+                state.cluster_id,
+                settings.database_url.split("://", 1)[0],
+            )
+            loop = ClusterLoop(state) if run_cluster else None
             if loop is not None:
-                loop.stop()
-            state.engine.dispose()
+                loop.start()
+            app.state.cluster = loop
+            try:
+                yield
+            finally:
+                if loop is not None:
+                    loop.stop()
+                log.info("master %s stopping", state.master_id)
+                state.engine.dispose()
 
     app = FastAPI(
         title="Stalwart master",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from stalwart.master.db.engine import SessionFactory
+from stalwart.master.logring import LogRing
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
 
@@ -105,6 +106,9 @@ class MasterState:
     bus: EventBus = field(default_factory=EventBus)
     notifier: Notifier = field(default_factory=Notifier)
     hints: ClusterHints = field(default_factory=ClusterHints)
+    log_ring: LogRing = field(default_factory=LogRing)
+    """The master's own recent log records (``/api/v1/master/logs``); the app's lifespan
+    attaches it to the root logger."""
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
     agent_token: str = ""

@@ -1,11 +1,12 @@
-"""Routes: posting task logs, and streaming trial / task logs and their fields (wire doc 1.6,
-4.4, 5.1).
+"""Routes: posting task logs, and streaming trial / task logs and their fields, and the
+master's own log (wire doc 1.6, 4.4, 5.1).
 
 Streams are HTTP/1.1 chunked NDJSON: one ``{"result": ...}`` object per line and one chunk
 (flush) per line, never a blank line; an error after the stream started is one
 ``{"error": ...}`` line. Each streaming route validates its request with the request's session,
 closes that session, and then reads the database in pages from worker threads, so a follower
-holds no connection while it waits.
+holds no connection while it waits. The master's own log comes from its in-memory ring
+(:mod:`stalwart.master.logring`), not from the database.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from stalwart.master.api.models.logs import (
     PostTaskLogsRequest,
     TaskLogsFieldsResponse,
     TrialLogsFieldsResponse,
+    master_log_to_wire,
     result_line,
     stream_error_line,
     task_log_to_wire,
     trial_log_to_wire,
 )
 from stalwart.master.db.tables import Task, Trial
+from stalwart.master.logring import LogEntry, LogRing
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState, task_logs_key
 
@@ -48,6 +51,11 @@ router = APIRouter(tags=["logs"])
 T = TypeVar("T")
 
 StrList = Annotated[list[str] | None, Query()]
+
+MASTER_LOGS_PAGE = 1_000
+"""Most ring entries a master-log follower takes at once."""
+MASTER_LOGS_RECHECK_S = 10.0
+"""A follower's safety-net wake-up; new entries wake it at once."""
 
 
 @router.post("/task/logs", response_model=Empty)
@@ -303,3 +311,47 @@ def task_logs_fields(
         follow=follow,
     )
     return _stream(_ndjson(fields, TaskLogsFieldsResponse.model_validate))
+
+
+async def _master_log_entries(
+    ring: LogRing, offset: int, limit: int, follow: bool
+) -> AsyncGenerator[LogEntry, None]:
+    """The ring's entries by ``offset`` / ``limit``; then, with ``follow``, every new one
+    until ``limit`` entries went out (0: until the client leaves or the master stops)."""
+    entries = ring.read(offset, limit)
+    for entry in entries:
+        yield entry
+    sent = len(entries)
+    cursor = entries[-1].id if entries else max(offset, 0)
+    while follow and (limit == 0 or sent < limit):
+        batch = ring.after(
+            cursor, MASTER_LOGS_PAGE if limit == 0 else min(MASTER_LOGS_PAGE, limit - sent)
+        )
+        if not batch:
+            await ring.wait_after(cursor, MASTER_LOGS_RECHECK_S)
+            continue
+        for entry in batch:
+            yield entry
+        cursor, sent = batch[-1].id, sent + len(batch)
+
+
+@router.get("/master/logs")
+def master_logs(
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    offset: int = 0,
+    limit: int = 0,
+    follow: bool = False,
+) -> StreamingResponse:
+    """Stream the master's own recent log records (``det master logs``), oldest first.
+
+    ``offset`` skips that many records from the first the master logged; a negative one keeps
+    the last ``-offset`` (``--tail``). ``limit``: at most that many (0 = all). ``follow``: then
+    every new record, until ``limit`` is reached or the client leaves.
+    """
+    session.close()  # authenticated; the ring is in memory
+    if limit < 0:
+        raise InvalidArgumentError("limit must not be negative")
+    entries = _master_log_entries(state.log_ring, offset, limit, follow)
+    return _stream(_ndjson(entries, master_log_to_wire))

@@ -6,7 +6,10 @@ are accepted. Streamed lines are ``{"result": <message>}``, one per line:
 - ``v1TrialLogsResponse`` REQUIRED: ``id`` (a string), ``trialId``, ``timestamp``, ``level``,
   ``message`` (ends in a newline; the CLI prints it with ``end=""``);
 - ``v1TaskLogsResponse`` REQUIRED: ``id``, ``taskId``, ``timestamp``, ``level``, ``message``,
-  ``log``.
+  ``log``;
+- ``v1MasterLogsResponse`` REQUIRED: ``logEntry``, a ``v1LogEntry`` whose ``id`` (a number),
+  ``level``, ``message`` (no trailing newline: ``det master logs`` prints it with ``print``)
+  and ``timestamp`` are all REQUIRED.
 """
 
 from __future__ import annotations
@@ -17,15 +20,19 @@ from typing import Any
 from pydantic import Field
 
 from stalwart.master.api.models.common import WireModel, WireRequest, wire_time
+from stalwart.master.logring import LogEntry
 from stalwart.master.services.logs import LogRecord, NewLog, format_message
 
 __all__ = [
+    "MasterLogEntry",
+    "MasterLogsResponse",
     "PostTaskLogsRequest",
     "TaskLogIn",
     "TaskLogsFieldsResponse",
     "TaskLogsResponse",
     "TrialLogsFieldsResponse",
     "TrialLogsResponse",
+    "master_log_to_wire",
     "result_line",
     "stream_error_line",
     "task_log_to_wire",
@@ -100,6 +107,30 @@ class TrialLogsFieldsResponse(WireModel):
 
 class TaskLogsFieldsResponse(TrialLogsFieldsResponse):
     allocation_ids: list[str] = Field(default_factory=list, description="Distinct allocations.")
+
+
+class MasterLogEntry(WireModel):
+    """``v1LogEntry``: one record of the master's own log."""
+
+    id: int = Field(description="Entry id: grows by one per record (a number on the wire).")
+    timestamp: str = Field(description="When it was logged (RFC 3339).")
+    level: str = Field(description="LOG_LEVEL_*.")
+    message: str = Field(description="``<logger>: <message>``, then the traceback if any.")
+
+
+class MasterLogsResponse(WireModel):
+    log_entry: MasterLogEntry = Field(description="The entry.")
+
+
+def master_log_to_wire(entry: LogEntry) -> MasterLogsResponse:
+    return MasterLogsResponse(
+        log_entry=MasterLogEntry(
+            id=entry.id,
+            timestamp=wire_time(entry.timestamp) or "",
+            level=entry.level,
+            message=entry.message,
+        )
+    )
 
 
 def wire_level(level: str | None) -> str:
