@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -89,6 +90,14 @@ def until_exited(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
     return status(daemon, spec)
 
 
+def every_line(master: Master, daemon: Daemon, task_id: str) -> list[dict[str, Any]]:
+    """The task's lines at the master, then those that travel with the exits, in order."""
+    lines = master.task_logs(task_id)
+    for key in sorted(daemon.containers):
+        lines += [line.model_dump() for line in daemon.containers[key].status().logs]
+    return lines
+
+
 def output(daemon: Daemon, spec: TaskSpec) -> str:
     path = container_dir(daemon.settings.home, spec.allocation_id, spec.rank) / "stdout.log"
     return path.read_text() if path.exists() else ""
@@ -109,19 +118,22 @@ def test_start_report_exit_logs_and_forget(daemon: Daemon, master: Master, trial
 
     final = until_exited(daemon, spec)
     assert (final.exit_code, final.exit_reason) == (0, None)
-    # The exit is reported only once the lines are at the master.
-    logs = master.task_logs(trial.task_id)
-    assert [(e["log"], e["source"]) for e in logs] == [
+    # Every line is either at the master already or travels with the exit, in order.
+    shipped = [(e["log"], e["source"]) for e in master.task_logs(trial.task_id)]
+    last = [(line.log, line.source) for line in final.logs]
+    assert shipped + last == [
         ("['train.py']\n", "task"),
         ("agent-t\n", "task"),
         ("container exited with code 0\n", "agent"),
     ]
+    assert last, "the agent's exit line travels with the exit"
+    assert {line.container_id for line in final.logs} == {spec.container_id}
     info = container_dir(daemon.settings.home, trial.allocation_id, 0) / "run/info/cluster.json"
     assert json.loads(info.read_text()) == {"master_url": master.url}
 
     request = daemon.build_request(20.0)
     assert (request.wait_seconds, request.slots, request.addresses) == (20.0, SLOTS, ["127.0.0.1"])
-    assert daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"])) is True
+    assert daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"])) is False  # no news
     assert daemon.build_request(0).containers == []
     assert not (daemon.settings.home / "tasks" / trial.allocation_id).exists()
     assert daemon.apply(SyncResponse()) is False
@@ -144,7 +156,8 @@ def test_kill_stops_every_rank_sigkill_after_the_grace(
     )
     killed = until_exited(daemon, stubborn)
     assert (killed.exit_code, killed.exit_reason) == (-9, "killed by SIGKILL")
-    agent_lines = [e["log"] for e in master.task_logs(trial.task_id) if e["source"] == "agent"]
+    lines = every_line(master, daemon, trial.task_id)
+    agent_lines = [e["log"] for e in lines if e["source"] == "agent"]
     assert "container did not stop after SIGTERM; sending SIGKILL\n" in agent_lines
     assert agent_lines.count("stopping container: SIGTERM, SIGKILL after 0.3s\n") == 2
 
@@ -161,7 +174,7 @@ def test_start_failures_are_reported_as_exits_without_a_code(
     assert first.exit_reason.startswith("failed to start: cannot start '/nonexistent/train'")
     assert second.exit_code is None
     assert "model definition" in (second.exit_reason or "")
-    lines = [e["log"] for e in master.task_logs(trial.task_id)]
+    lines = [e["log"] for e in every_line(master, daemon, trial.task_id)]
     assert any(line.startswith("container failed to start: cannot start") for line in lines)
 
 
@@ -172,7 +185,7 @@ def test_forget_keeps_running_containers_and_ignores_unknown_ones(
     daemon.apply(SyncResponse(start=[spec], forget=["nope.1/0", "garbage"]))
     daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"]))
     assert status(daemon, spec).state == "RUNNING"
-    assert daemon.apply(SyncResponse(kill=["unknown.1"])) is True
+    assert daemon.apply(SyncResponse(kill=["unknown.1"])) is False  # nothing new to report
     assert status(daemon, spec).state == "RUNNING"
 
 

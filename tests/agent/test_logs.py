@@ -135,3 +135,34 @@ def test_an_outage_keeps_the_newest_lines_and_they_arrive_when_the_master_return
         assert "log shipping resumed" in caplog.text
     finally:
         ship.close(timeout=1.0)
+
+
+def test_hand_over_takes_the_unshipped_lines_unless_the_shipper_is_posting_them(
+    master: Master, trial: TrialEnv
+) -> None:
+    ship = LogShipper(master.url, flush_seconds=60.0)  # posts only when the test says so
+    stream = ship.open(context(trial))
+    stream.line("shipped\n", "stdout")
+    batch = stream.peek(10)  # what the shipper does: a batch in flight...
+    stream.line("last\n", "stdout")
+    assert stream.hand_over(10) is None  # ...so the lines stay the shipper's
+    stream.done_through(batch[-1][0])  # posted
+    stream.settle()
+    taken = stream.hand_over(10)
+    assert taken is not None
+    assert [entry["log"] for entry in taken] == ["last\n"]
+    assert stream.pending() == 0
+    assert stream.peek(10) == []  # nothing left for the shipper to post twice
+
+
+def test_hand_over_leaves_more_than_a_batch_to_the_shipper(trial: TrialEnv, master: Master) -> None:
+    ship = LogShipper(master.url, flush_seconds=60.0)
+    stream = ship.open(context(trial))
+    for i in range(3):
+        stream.line(f"line {i}\n", "stdout")
+    assert stream.hand_over(2) is None
+    taken = stream.hand_over(3)
+    assert taken is not None
+    assert [entry["log"] for entry in taken] == ["line 0\n", "line 1\n", "line 2\n"]
+    assert stream.pending() == 0
+    assert stream.flushed(stream.mark())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -37,3 +38,43 @@ def test_a_wrong_agent_token_is_refused_with_what_to_do(tmp_path: Path) -> None:
         )
     assert answer.status_code == 401
     assert "agent_token" in answer.json()["message"]
+
+
+def test_an_exit_is_answered_with_the_start_of_what_takes_the_freed_slot(tmp_path: Path) -> None:
+    """One exchange per slot handover: the sync that reports an exit is held until the cluster
+    loop's round on it, so its answer already starts the next trial."""
+    config = (
+        "name: handover\nentrypoint: sleep 1\nmax_restarts: 0\n"
+        "hyperparameters:\n  x:\n    type: double\n    minval: 0\n    maxval: 1\n"
+        "searcher:\n  name: random\n  metric: loss\n  max_trials: 2\n"
+        "  max_concurrent_trials: 1\n"
+    )
+    settings = make_settings(tmp_path / "home")
+    with TestClient(create_app(settings)) as client:
+        headers = {AGENT_TOKEN_HEADER: client.app.state.master.agent_token}  # type: ignore[attr-defined]
+
+        def sync(containers: list[dict[str, object]], wait: float) -> dict[str, Any]:
+            body = {**BODY, "containers": containers, "wait_seconds": wait}
+            answer = client.post("/api/v1/agents/n1/sync", json=body, headers=headers)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        sync([], 0)  # registered
+        login = client.post("/api/v1/auth/login", json={"username": "admin", "password": ""})
+        auth = {"Authorization": f"Bearer {login.json()['token']}"}
+        created = client.post(
+            "/api/v1/experiments",
+            json={"config": config, "activate": True, "modelDefinition": []},
+            headers=auth,
+        )
+        assert created.status_code == 200, created.text
+        (first,) = sync([], 10)["start"]  # a long-poll woken by the placement
+        running = {"allocation_id": first["allocation_id"], "rank": 0, "state": "RUNNING"}
+        assert sync([running], 0)["start"] == []
+        started = time.monotonic()
+        answer = sync([{**running, "state": "EXITED", "exit_code": 0}], 10)
+        held = time.monotonic() - started
+    assert answer["forget"] == [f"{first['allocation_id']}/0"]
+    (second,) = answer["start"]
+    assert second["task_id"] != first["task_id"]
+    assert held < 5  # answered after one round, not at the end of the long-poll

@@ -4,9 +4,10 @@
 methods the sync loop (:mod:`stalwart.agent.loop`) calls from one thread:
 
 - :meth:`Daemon.refresh` polls the runner: exits, and SIGKILL once a kill's grace is over. An
-  exited container is reported EXITED only once its output (and the agent's "container exited"
-  line) is shipped, or ``exit_log_wait_seconds`` passed, so logs precede the exit at the
-  master.
+  exited container is reported EXITED with its last lines (and the agent's "container exited"
+  line) taken from the log shipper, so the master stores them with the exit; when the shipper
+  is busy with them (a batch in flight, or more than a batch left), once they are shipped or
+  ``exit_log_wait_seconds`` passed. Either way logs precede the exit at the master.
 - :meth:`Daemon.build_request` is the agent's whole view as a :class:`SyncRequest`.
 - :meth:`Daemon.apply` carries out a :class:`SyncResponse`: start (idempotent per key), kill
   (SIGTERM now, SIGKILL after ``kill_grace_seconds``), forget (exited containers only).
@@ -27,8 +28,15 @@ from pathlib import Path
 from typing import Literal
 
 import stalwart
-from stalwart.agent.logs import ContainerLog, LogContext
-from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncRequest, SyncResponse, TaskSpec
+from stalwart.agent.logs import ContainerLog, LogContext, as_log_line
+from stalwart.agent.protocol import (
+    ContainerStatus,
+    LogLine,
+    SlotInfo,
+    SyncRequest,
+    SyncResponse,
+    TaskSpec,
+)
 from stalwart.agent.runner import Handle, Runner
 from stalwart.agent.settings import AgentSettings
 from stalwart.agent.shipper import LogShipper
@@ -61,6 +69,7 @@ class Container:
     kill_at: float | None = None  # when to SIGKILL (a kill is under way)
     exited_at: float = 0.0
     exit_mark: int = 0
+    last_lines: list[LogLine] | None = None  # taken from the shipper, sent with the exit
 
     @property
     def key(self) -> tuple[str, int]:
@@ -76,6 +85,7 @@ class Container:
                 pid=self.handle.pid if self.handle else None,
                 exit_code=self.exit_code,
                 exit_reason=self.exit_reason,
+                logs=self.last_lines or [],
             )
         return ContainerStatus(
             allocation_id=self.spec.allocation_id,
@@ -154,12 +164,22 @@ class Daemon:
                     container.exit_reason = _describe_exit(code)
                 self._exiting(container, f"container {_describe_exit(code)}")
             if container.phase == "EXITING" and (
-                container.log.flushed(container.exit_mark)
+                self._take_last_lines(container)
+                or container.log.flushed(container.exit_mark)
                 or now - container.exited_at >= self.settings.exit_log_wait_seconds
             ):
                 container.phase = "EXITED"
                 changed = True
         return changed
+
+    def _take_last_lines(self, container: Container) -> bool:
+        """Take the container's unshipped lines for its exit report; whether that worked."""
+        entries = container.log.hand_over(self.settings.log_batch_lines)
+        if entries is None:  # the shipper is busy with them: let it finish
+            self.shipper.kick()
+            return False
+        container.last_lines = [as_log_line(entry) for entry in entries]
+        return True
 
     def _exiting(self, container: Container, line: str) -> None:
         container.phase = "EXITING"
@@ -170,20 +190,20 @@ class Daemon:
         )
         container.exit_mark = container.log.mark()
         log.info("%s/%d: %s", container.spec.allocation_id, container.spec.rank, line)
-        self.shipper.kick()
 
     # --- applying the master's answer -----------------------------------------------------------
 
     def apply(self, response: SyncResponse) -> bool:
-        """Carry out a response; True when it asked for anything (start, kill or forget)."""
-        for key in response.forget:
-            self._forget(key)
+        """Carry out a response; True when it started anything (the master must hear of it;
+        a kill is heard of with the exit, and a forget needs no answer)."""
         for allocation_id in response.kill:
             self._kill(allocation_id, response.kill_grace_seconds)
-        for spec in response.start:
+        for spec in response.start:  # before forgetting: removing a workspace takes a while
             if (spec.allocation_id, spec.rank) not in self.containers:
                 self._start(spec)
-        return bool(response.start or response.kill or response.forget)
+        for key in response.forget:
+            self._forget(key)
+        return bool(response.start)
 
     def _start(self, spec: TaskSpec) -> None:
         stream = self.shipper.open(

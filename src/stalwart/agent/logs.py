@@ -8,7 +8,9 @@
   queue keeps at most ``max_lines`` entries and drops the oldest beyond, saying so in the
   agent's log.
 - :meth:`ContainerLog.mark` / :meth:`ContainerLog.flushed` let the daemon wait until a
-  container's lines are shipped (or dropped) before it reports the container's exit.
+  container's lines are shipped (or dropped) before it reports the container's exit; or
+  :meth:`ContainerLog.hand_over` takes the last lines from the shipper so that they travel with
+  the exit report itself.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from stalwart.agent.protocol import LogLine
 from stalwart.agent.runner import Stdtype
 
-__all__ = ["ContainerLog", "Entry", "LogContext", "parse_line"]
+__all__ = ["ContainerLog", "Entry", "LogContext", "as_log_line", "parse_line"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,19 @@ def parse_line(line: str) -> tuple[str, int | None, str | None]:
     if match:
         level, line = f"LOG_LEVEL_{match.group(1)}", line[match.end() :]
     return line, rank, level
+
+
+def as_log_line(entry: Entry) -> LogLine:
+    """A queued entry as it travels with an exit report (the master adds the task)."""
+    return LogLine(
+        log=entry["log"],
+        timestamp=entry["timestamp"],
+        container_id=entry["container_id"],
+        level=entry.get("level"),
+        stdtype=entry.get("stdtype"),
+        source=entry.get("source"),
+        rank_id=entry.get("rank_id"),
+    )
 
 
 def _now() -> str:
@@ -76,6 +92,7 @@ class ContainerLog:
         self._done = 0  # every entry up to this one is shipped or dropped
         self.dropped = 0  # dropped and not yet reported
         self.released = False
+        self._shipping = False  # the shipper holds a batch it has peeked and not settled
 
     def line(self, text: str, stdtype: Stdtype) -> None:
         """Add one output line (an :data:`~stalwart.agent.runner.OutputSink`)."""
@@ -138,8 +155,11 @@ class ContainerLog:
             return len(self._queue)
 
     def peek(self, limit: int) -> list[tuple[int, Entry]]:
+        """The shipper's next batch (at most ``limit``); it must :meth:`settle` it after."""
         with self._lock:
-            return [self._queue[i] for i in range(min(limit, len(self._queue)))]
+            batch = [self._queue[i] for i in range(min(limit, len(self._queue)))]
+            self._shipping = bool(batch)
+            return batch
 
     def done_through(self, seq: int) -> None:
         """Remove the entries up to ``seq`` (shipped or refused)."""
@@ -147,3 +167,23 @@ class ContainerLog:
             while self._queue and self._queue[0][0] <= seq:
                 self._queue.popleft()
             self._done = max(self._done, seq)
+
+    def settle(self) -> None:
+        """The shipper is done with its peeked batch (posted, refused or to be retried)."""
+        with self._lock:
+            self._shipping = False
+
+    def hand_over(self, limit: int) -> list[Entry] | None:
+        """Take every queued entry away from the shipper, to send with the exit report.
+
+        None (nothing taken; the shipper carries on) while the shipper is posting a batch or
+        more than ``limit`` entries are queued: try again later. Lines added afterwards are
+        shipped as usual.
+        """
+        with self._lock:
+            if self._shipping or len(self._queue) > limit:
+                return None
+            entries = [entry for _, entry in self._queue]
+            self._queue.clear()
+            self._done = self._last
+            return entries

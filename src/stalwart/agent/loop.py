@@ -1,10 +1,11 @@
 """The sync loop: long-polls ``POST /api/v1/agents/{id}/sync`` and drives the :class:`Daemon`.
 
-One asyncio loop (:meth:`AgentLoop.run`) does, every ``TICK_S``: refresh the containers; start
-a sync when none is in flight and it is due; cancel an in-flight long-poll when a container
-changed state, so the change is reported at once (the protocol is stateless: a cancelled
-answer is simply asked for again). Starting containers (which downloads model definitions)
-runs in a worker thread so the loop stays responsive to stop requests.
+One asyncio loop (:meth:`AgentLoop.run`) does, every ``TICK_S`` or as soon as a container's
+process exits: refresh the containers; start a sync when none is in flight and it is due;
+cancel an in-flight long-poll when a container changed state, so the change is reported at
+once (the protocol is stateless: a cancelled answer is simply asked for again). Every sync may
+be held by the master (it records the view first). Starting containers (which downloads model
+definitions) runs in a worker thread so the loop stays responsive to stop requests.
 
 Failures:
 
@@ -30,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -124,7 +126,10 @@ class AgentLoop:
         self._backoff = 0.0
         self._outage: float | None = None  # when the current outage began
         self._inflight_wait = 0.0
+        self._exits = True  # exits (or, at first, the registration) not yet sent
+        self._news_inflight = False  # the sync in flight carries them
         self._reported = 0  # containers in the request in flight
+        self._woken = asyncio.Event()  # set when a container's process exits (made in _run)
 
     def stop(self) -> None:
         """Ask :meth:`run` to return within a tick (thread-safe, signal-safe, idempotent)."""
@@ -149,6 +154,14 @@ class AgentLoop:
                 close()
 
     async def _run(self) -> None:
+        woken = self._woken = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def hint() -> None:  # from a runner thread: a container's process exited
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to wake
+                loop.call_soon_threadsafe(woken.set)
+
+        self.daemon.runner.on_exit = hint
         async with httpx.AsyncClient() as client:
             inflight: asyncio.Task[SyncResponse] | None = None
             try:
@@ -165,11 +178,12 @@ class AgentLoop:
     ) -> asyncio.Task[SyncResponse] | None:
         """One tick; returns the sync in flight afterwards."""
         daemon, settings = self.daemon, self.settings
+        self._woken.clear()
         if daemon.refresh():
-            self._dirty = True
+            self._dirty = self._exits = True
             if self._outage is None:
                 self._due = 0.0
-        if inflight is not None and self._dirty and self._inflight_wait > 0:
+        if inflight is not None and self._dirty and not self._news_inflight:
             inflight.cancel()  # report the change now rather than after the long-poll
             with contextlib.suppress(asyncio.CancelledError, MasterUnavailableError):
                 await inflight
@@ -177,15 +191,18 @@ class AgentLoop:
         now = time.monotonic()
         if inflight is None:
             if now < self._due:
-                await asyncio.sleep(min(TICK_S, self._due - now))
+                await self._wait(None, min(TICK_S, self._due - now))
                 return None
-            self._inflight_wait = 0.0 if self._dirty else settings.idle_wait_seconds
+            # Every sync may be held (the master records the view first). One that reports
+            # exits is answered once the master's round on them has placed what the freed
+            # slots can take: a short wait, so it is not cancelled for later news.
+            self._inflight_wait = settings.idle_wait_seconds
+            self._news_inflight, self._exits = self._exits, False
             self._dirty = False
             request = daemon.build_request(self._inflight_wait)
             self._reported = len(request.containers)
             inflight = asyncio.create_task(post_sync(client, settings, request))
-        done, _ = await asyncio.wait({inflight}, timeout=self._tick())
-        if not done:
+        if not await self._wait(inflight, self._tick()):
             return inflight
         try:
             response = inflight.result()
@@ -206,6 +223,19 @@ class AgentLoop:
         if await asyncio.to_thread(daemon.apply, response):
             self._dirty, self._due = True, time.monotonic() + response.sync_interval_seconds
         return None
+
+    async def _wait(self, inflight: asyncio.Task[SyncResponse] | None, timeout: float) -> bool:
+        """Wait up to ``timeout`` for ``inflight`` to finish or a container to exit; whether
+        ``inflight`` is done."""
+        woken = asyncio.ensure_future(self._woken.wait())
+        waiting: set[asyncio.Future[Any]] = {woken}
+        if inflight is not None:
+            waiting.add(inflight)
+        try:
+            await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+        return inflight is not None and inflight.done()
 
     def _tick(self) -> float:
         """``TICK_S``, or a fast tick while an exit waits for its last lines to ship."""
@@ -232,6 +262,7 @@ class AgentLoop:
             )
         self._backoff = min(self.settings.max_backoff_seconds, max(0.1, self._backoff * 2))
         self._due, self._dirty = time.monotonic() + self._backoff, True
+        self._exits = self._exits or self._news_inflight  # they may not have arrived
 
 
 def create_agent(

@@ -13,6 +13,9 @@ makes the protocol stateless and restart-safe on both sides:
   an agent ignores a spec for a container it already runs.
 - **Exit.** An exited container stays in the agent's reports (state ``EXITED`` with its exit
   code) until the master lists it in ``forget``: the master has durably recorded the exit.
+  The container's last log lines may travel with its exit (``logs``): the master stores them
+  in the transaction that records the exit (once: a repeated exit report stores nothing), so
+  a log follower that sees the trial end has every line, without a separate log post first.
 - **Kill.** ``kill`` names allocations whose containers on this agent must stop (SIGTERM, then
   SIGKILL after ``kill_grace_seconds``); a container the master does not know is killed too.
 - **Long-poll.** With nothing to change, the master holds the answer up to ``wait_seconds`` and
@@ -35,6 +38,7 @@ __all__ = [
     "ContainerState",
     "ContainerStatus",
     "DeviceType",
+    "LogLine",
     "SlotInfo",
     "SyncRequest",
     "SyncResponse",
@@ -60,6 +64,19 @@ class SlotInfo(_Model):
     uuid: str = Field(default="", description="Device UUID (GPUs); empty for CPU slots.")
 
 
+class LogLine(_Model):
+    """One output line sent with a container's exit (the master adds the task, allocation and
+    agent)."""
+
+    log: str = Field(description="The line, ending in a newline.")
+    timestamp: str = Field(description="When the agent read it (RFC 3339).")
+    container_id: str = Field(description="The container it came from.")
+    level: str | None = Field(default=None, description="LOG_LEVEL_*, when the line had one.")
+    stdtype: str | None = Field(default=None, description="stdout or stderr.")
+    source: str | None = Field(default=None, description="task (its output) or agent.")
+    rank_id: int | None = Field(default=None, description="The rank prefix of the line.")
+
+
 class ContainerStatus(_Model):
     """One container (task process group) as the agent sees it."""
 
@@ -74,6 +91,10 @@ class ContainerStatus(_Model):
     )
     exit_reason: str | None = Field(
         default=None, description="Why it exited, when the agent knows more than the exit code."
+    )
+    logs: list[LogLine] = Field(
+        default_factory=list,
+        description="EXITED only: the container's last lines not yet shipped (see Exit above).",
     )
 
 

@@ -125,7 +125,12 @@ class Runner(ABC):
     - :meth:`terminate` asks the container to stop (SIGTERM); :meth:`kill` forces it (SIGKILL).
       Both return at once, are idempotent, and do nothing once the container has exited.
     - Runners are used from one thread (the daemon's); they need not be thread-safe.
+    - ``on_exit``, when set, is called from a runner thread soon after a container's main
+      process exits: a hint to :meth:`poll` now rather than at the next tick (it must be
+      thread-safe and must not block).
     """
+
+    on_exit: Callable[[], None] | None = None
 
     @abstractmethod
     def start(self, spec: TaskSpec, workspace: Workspace, sink: OutputSink) -> Handle:
@@ -163,6 +168,13 @@ def _tail(path: Path, stdtype: Stdtype, sink: OutputSink, exited: threading.Even
                 exited.wait(_TAIL_INTERVAL_S)
     for line in splitter.finish():
         sink(line, stdtype)
+
+
+def _await_exit(pid: int, hint: Callable[[], None]) -> None:
+    """Block until process ``pid`` exits (without reaping it), then call ``hint``."""
+    with contextlib.suppress(ChildProcessError, OSError):  # reaped already: it has exited
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    hint()
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -218,6 +230,13 @@ class ProcessRunner(Runner):
             )
             reader.start()
             handle.readers.append(reader)
+        if self.on_exit is not None:
+            threading.Thread(
+                target=_await_exit,
+                args=(proc.pid, self.on_exit),
+                name=f"exit {handle.name}",
+                daemon=True,
+            ).start()
         return handle
 
     def poll(self, handle: Handle) -> int | None:

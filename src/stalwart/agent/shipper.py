@@ -133,7 +133,10 @@ class LogShipper:
         for stream in streams:
             batch = stream.peek(self.batch_lines)
             if batch:
-                self._post(client, stream, batch)
+                try:
+                    self._post(client, stream, batch)
+                finally:
+                    stream.settle()
         return any(stream.pending() for stream in streams)
 
     def _post(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
@@ -15,7 +18,17 @@ from stalwart.master.logring import LogRing
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
 
-__all__ = ["ClusterHints", "MasterState", "Notifier", "allocation_key", "task_logs_key"]
+__all__ = [
+    "ROUND_KEY",
+    "ClusterHints",
+    "MasterState",
+    "Notifier",
+    "allocation_key",
+    "task_logs_key",
+]
+
+ROUND_KEY = "cluster:round"
+"""Notified after each round of the cluster loop."""
 
 
 class Notifier:
@@ -39,23 +52,44 @@ class Notifier:
         """Wait up to ``timeout`` seconds for a notification of ``key``."""
         return await self.wait_any([key], timeout)
 
-    async def wait_any(self, keys: list[str], timeout: float) -> bool:
-        """Like :meth:`wait`, woken by a notification of any of ``keys``."""
+    @contextlib.contextmanager
+    def _listening(self, keys: list[str]) -> Iterator[asyncio.Event]:
+        """An event set by every notification of ``keys`` while the block runs."""
         event = asyncio.Event()
         with self._lock:
             for key in keys:
                 self._waiters[key].add(event)
         try:
-            await asyncio.wait_for(event.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
+            yield event
         finally:
             with self._lock:
                 for key in keys:
                     self._waiters[key].discard(event)
                     if not self._waiters[key]:
                         del self._waiters[key]
+
+    async def wait_until(self, keys: list[str], done: Callable[[], bool], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until ``done()`` holds, checking it after each
+        notification of any of ``keys``; no notification is missed between checks."""
+        deadline = time.monotonic() + timeout
+        with self._listening(keys) as event:
+            while not done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                event.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), remaining)
+            return True
+
+    async def wait_any(self, keys: list[str], timeout: float) -> bool:
+        """Like :meth:`wait`, woken by a notification of any of ``keys``."""
+        with self._listening(keys) as event:
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except TimeoutError:
+                return False
+            return True
 
     def notify(self, key: str) -> None:
         with self._lock:
@@ -78,6 +112,8 @@ class ClusterHints:
         self._lock = threading.Lock()
         self._experiments: set[int] = set()
         self.event = threading.Event()
+        self.rounds_done = 0
+        """Rounds the cluster loop has finished (it notifies :data:`ROUND_KEY` after each)."""
 
     def experiment(self, experiment_id: int) -> None:
         """The experiment has news for its searcher (created, validated, state changed)."""

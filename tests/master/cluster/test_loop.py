@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from stalwart.agent.protocol import (
     ContainerStatus,
+    LogLine,
     SlotInfo,
     SyncRequest,
     SyncResponse,
@@ -428,3 +429,54 @@ def test_a_trial_that_cannot_fit_says_why_once(state: MasterState) -> None:
         "waiting: the trial needs 3 cpu slots but resource pool 'default' has 1 in total; "
         "add agents or lower resources.slots_per_trial\n"
     ]
+
+
+def _task_lines(state: MasterState, task_id: str) -> list[tuple[str, str | None]]:
+    with state.sessions() as session:
+        rows = session.scalars(
+            select(TaskLog).where(TaskLog.task_id == task_id).order_by(TaskLog.id)
+        )
+        return [(row.log, row.agent_id) for row in rows]
+
+
+def test_the_last_lines_sent_with_an_exit_are_stored_once_with_it(state: MasterState) -> None:
+    run = _running(state)
+    allocation_id = run.spec.allocation_id
+    line = LogLine(
+        log="bye\n", timestamp="2026-01-01T00:00:00Z", container_id=run.spec.container_id
+    )
+    status = run.node.containers[(allocation_id, 0)]
+    exited = status.model_copy(update={"state": "EXITED", "exit_code": 0, "logs": [line]})
+    request = SyncRequest(slots=run.node.slots, containers=[exited])
+    for _ in range(2):  # the second report repeats the first (its answer was lost)
+        with state.sessions() as session:
+            outcome = apply_sync(session, run.node.agent_id, request, kill_grace=1.0)
+        assert outcome.response.forget == [f"{allocation_id}/0"]
+    # Stored once, as the agent's, with the exit (the first outcome named the task).
+    assert _task_lines(state, run.spec.task_id) == [("bye\n", run.node.agent_id)]
+    run.loop.run_round()
+    assert _exp_state(state, run.exp_id) == "COMPLETED"
+
+
+def test_an_answer_without_recording_writes_nothing(state: MasterState) -> None:
+    run = _running(state)
+    allocation_id = run.spec.allocation_id
+    status = run.node.containers[(allocation_id, 0)]
+    exited = status.model_copy(update={"state": "EXITED", "exit_code": 0})
+    request = SyncRequest(slots=run.node.slots, containers=[exited])
+    with state.sessions() as session:
+        outcome = apply_sync(session, "n1", request, kill_grace=1.0, record=False)
+    assert outcome.response.forget == [f"{allocation_id}/0"]
+    assert not outcome.changed
+    assert _allocations(state, run.spec.task_id)[0].state == "RUNNING"  # the exit is not recorded
+    with state.sessions() as session:
+        outcome = apply_sync(session, "n1", request, kill_grace=1.0)
+    assert outcome.changed
+
+
+def test_every_round_is_counted(state: MasterState) -> None:
+    loop = ClusterLoop(state)
+    before = state.hints.rounds_done
+    loop.run_round()
+    loop.run_round()
+    assert state.hints.rounds_done == before + 2

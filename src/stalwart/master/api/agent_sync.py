@@ -1,16 +1,20 @@
 """Route: ``POST /api/v1/agents/{agent_id}/sync``, the agent protocol's one call.
 
 Authenticated by the cluster's agent token (``X-Stalwart-Agent-Token``), not a user session.
-A sync with nothing to change is held up to ``wait_seconds`` (at most a third of
-``cluster.agent_timeout``: a held sync is no heartbeat) and answered as soon as work for
-the agent appears (a placement wakes ``agent:<id>``; a kill or preemption wakes the
-allocation's key, which this long-poll also listens on).
+The agent's view is recorded first; then, when the agent allows a wait (``wait_seconds``, at
+most a third of ``cluster.agent_timeout``: a held sync is no heartbeat):
+
+- a sync that brought news for the cluster loop (an exit, a new agent) is held until the loop
+  has run a round on it (at most ``_ROUND_WAIT_S``), so that the answer already carries what
+  that round placed on this agent: a slot freed by an exit is refilled in one exchange;
+- a sync with nothing to change is held until work for the agent appears (a placement wakes
+  ``agent:<id>``; a kill or preemption wakes the allocation's key).
 """
 
 from __future__ import annotations
 
-import functools
 import hmac
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from sqlalchemy import select
@@ -21,11 +25,14 @@ from stalwart.errors import UnauthenticatedError
 from stalwart.master.api.deps import long_poll
 from stalwart.master.cluster.agent_sync import SyncOutcome, agent_key, apply_sync
 from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Container
-from stalwart.master.state import MasterState, allocation_key
+from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["agents"])
+
+_ROUND_WAIT_S = 1.0
+"""Longest hold of a sync that brought news, waiting for the loop's round on it."""
 
 
 def _check_token(state: MasterState, request: Request) -> None:
@@ -37,12 +44,10 @@ def _check_token(state: MasterState, request: Request) -> None:
         )
 
 
-def _sync(
-    state: MasterState, agent_id: str, body: SyncRequest, *, register: bool = True
-) -> tuple[SyncOutcome, list[str]]:
+def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
     grace = state.settings.cluster.kill_grace
     with state.lifecycle, state.sessions() as session:
-        outcome = apply_sync(session, agent_id, body, kill_grace=grace, register=register)
+        outcome = apply_sync(session, agent_id, body, kill_grace=grace)
         live = list(
             session.scalars(
                 select(Container.allocation_id).where(
@@ -50,9 +55,27 @@ def _sync(
                 )
             )
         )
+        rounds = state.hints.rounds_done  # under the lock: no round is halfway through
+    for task_id in outcome.log_tasks:
+        state.notifier.notify(task_logs_key(task_id))
     if outcome.changed:
         state.hints.poke()
-    return outcome, [allocation_key(a) for a in live]
+    return _Recorded(outcome, [allocation_key(a) for a in live], rounds)
+
+
+def _answer(state: MasterState, agent_id: str, body: SyncRequest) -> SyncOutcome:
+    """The answer after a long-poll woke up: read-only, so it never waits for a round."""
+    with state.sessions() as session:
+        return apply_sync(
+            session, agent_id, body, kill_grace=state.settings.cluster.kill_grace, record=False
+        )
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    outcome: SyncOutcome
+    keys: list[str]  # the notifier keys of the agent's live allocations
+    rounds: int  # rounds the cluster loop had finished when the view was recorded
 
 
 @router.post("/agents/{agent_id}/sync", response_model=SyncResponse)
@@ -60,16 +83,20 @@ async def sync_agent(agent_id: str, body: SyncRequest, request: Request) -> Sync
     """Record the agent's view; answer what to start, kill and forget (long-polled)."""
     state: MasterState = request.app.state.master
     _check_token(state, request)
-    outcome, keys = await run_in_threadpool(_sync, state, agent_id, body)
-    # A held sync is no heartbeat: answer well within the agent timeout, so that a quiet agent
-    # syncs again (and counts as alive) long before it could be declared lost.
+    recorded = await run_in_threadpool(_sync, state, agent_id, body)
+    outcome = recorded.outcome
     wait = min(body.wait_seconds, state.settings.cluster.agent_timeout / 3)
-    if outcome.has_work or wait <= 0:
+    if wait <= 0:
         return outcome.response
-    woken = await long_poll(request, state.notifier, [agent_key(agent_id), *keys], wait)
-    if not woken:
+    if outcome.changed:
+        hints = state.hints
+        await state.notifier.wait_until(
+            [ROUND_KEY], lambda: hints.rounds_done > recorded.rounds, min(wait, _ROUND_WAIT_S)
+        )
+        return (await run_in_threadpool(_answer, state, agent_id, body)).response
+    if outcome.has_work:
         return outcome.response
-    outcome, _ = await run_in_threadpool(
-        functools.partial(_sync, state, agent_id, body, register=False)
-    )
-    return outcome.response
+    keys = [agent_key(agent_id), *recorded.keys]
+    if not await long_poll(request, state.notifier, keys, wait):
+        return outcome.response
+    return (await run_in_threadpool(_answer, state, agent_id, body)).response

@@ -5,15 +5,18 @@
 1. the agent is registered (idempotent) and heartbeats; its slots are refreshed;
 2. each reported container is matched with its :class:`~stalwart.master.db.tables.Container`
    row: a running one moves the row (and its allocation) to RUNNING; an exited one is recorded
-   (state EXITED, exit code) and listed in ``forget``; one the master does not know, or whose
+   (state EXITED, exit code, and the last log lines sent with the exit, in the same
+   transaction, only when the exit is new) and listed in ``forget``; one the master does not
+   know, or whose
    allocation has ended or is being killed, is listed in ``kill`` (and forgotten once exited);
 3. every container placed on this agent and not reported is sent as a ``start`` (its stored
    spec), unless its allocation is being killed, in which case it is recorded as exited without
    ever starting.
 
-It returns the response and whether anything changed that the cluster loop must look at (an
-exit, or a new agent). :func:`plan_response` recomputes only steps 2-3's answer (for a long-poll
-that woke up). Nothing here talks to the network.
+It returns the response, whether anything changed that the cluster loop must look at (an
+exit, or a new agent), and the tasks that got log lines (their followers are woken after the
+commit). With ``record=False`` it only recomputes steps 2-3's answer (for a long-poll that woke
+up), writing nothing. Nothing here talks to the network.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.agent.protocol import SyncRequest, SyncResponse, TaskSpec
+from stalwart.agent.protocol import ContainerStatus, SyncRequest, SyncResponse, TaskSpec
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
     Agent,
@@ -32,6 +35,7 @@ from stalwart.master.db.tables import (
     utcnow,
 )
 from stalwart.master.services.agents import register_agent
+from stalwart.master.services.logs import NewLog, ingest_logs
 from stalwart.master.transitions import set_allocation_state
 
 __all__ = ["SyncOutcome", "agent_key", "apply_sync"]
@@ -50,6 +54,7 @@ class SyncOutcome:
 
     response: SyncResponse
     changed: bool
+    log_tasks: frozenset[str] = frozenset()
 
     @property
     def has_work(self) -> bool:
@@ -63,16 +68,18 @@ def apply_sync(
     request: SyncRequest,
     *,
     kill_grace: float,
-    register: bool = True,
+    record: bool = True,
 ) -> SyncOutcome:
     """Record the agent's view and answer it (see the module docstring); commits.
 
-    ``register=False`` skips step 1 (a long-poll answering again after it woke up: the agent
-    was registered moments ago).
+    ``record=False`` only answers: it writes nothing (no registration, no state changes, no
+    commit), for a long-poll answering again after it woke up; the same view was recorded
+    moments before, and a container that must be recorded as never started is left to the
+    agent's next sync.
     """
     known = session.get(Agent, agent_id)
-    changed = known is None or not known.connected
-    if register or changed:
+    changed = record and (known is None or not known.connected)
+    if record:
         register_agent(
             session,
             agent_id,
@@ -102,18 +109,22 @@ def apply_sync(
     kill: set[str] = set()
     forget: list[str] = []
     reported: set[tuple[str, int]] = set()
+    log_tasks: set[str] = set()
     for status in request.containers:
         key = (status.allocation_id, status.rank)
         reported.add(key)
         row = rows.get(key)
         allocation = allocations.get(status.allocation_id)
         if status.state == "EXITED":
-            if row is not None and row.state != "EXITED":
+            if record and row is not None and row.state != "EXITED":
                 row.state = "EXITED"
                 row.exit_code = status.exit_code
                 row.exit_reason = status.exit_reason
                 row.exited_at = utcnow()
                 changed = True
+                if status.logs and allocation is not None:
+                    _store_last_lines(session, agent_id, allocation, status)
+                    log_tasks.add(allocation.task_id)
             forget.append(f"{status.allocation_id}/{status.rank}")
             continue
         if row is None or row.state == "EXITED" or allocation is None:
@@ -121,6 +132,8 @@ def apply_sync(
             continue
         if allocation.state in _KILLING:
             kill.add(status.allocation_id)
+        if not record:
+            continue
         if status.state == "RUNNING" and row.state in ("ASSIGNED", "STARTING"):
             row.state = "RUNNING"
             if allocation.state in ("ASSIGNED", "PULLING", "STARTING"):
@@ -135,14 +148,42 @@ def apply_sync(
             continue
         allocation = allocations.get(row.allocation_id)
         if allocation is None or allocation.state in _KILLING:
+            if not record:
+                continue
             row.state = "EXITED"
             row.exit_reason = "killed before it started"
             row.exited_at = utcnow()
             changed = True
             continue
         start.append(TaskSpec.model_validate(row.spec))
-    session.commit()
+    if record:
+        session.commit()
     response = SyncResponse(
         start=start, kill=sorted(kill), forget=forget, kill_grace_seconds=kill_grace
     )
-    return SyncOutcome(response=response, changed=changed)
+    return SyncOutcome(response=response, changed=changed, log_tasks=frozenset(log_tasks))
+
+
+def _store_last_lines(
+    session: Session, agent_id: str, allocation: Allocation, status: ContainerStatus
+) -> None:
+    """Store the lines sent with an exit, as the container's (whatever the lines claim)."""
+    ingest_logs(
+        session,
+        [
+            NewLog(
+                task_id=allocation.task_id,
+                allocation_id=allocation.id,
+                agent_id=agent_id,
+                log=line.log,
+                timestamp=line.timestamp,
+                level=line.level,
+                container_id=line.container_id,
+                rank_id=line.rank_id,
+                source=line.source,
+                stdtype=line.stdtype,
+            )
+            for line in status.logs
+        ],
+        caller_allocation_id=allocation.id,
+    )

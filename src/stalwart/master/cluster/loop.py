@@ -58,7 +58,7 @@ from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
-from stalwart.master.state import MasterState, allocation_key, task_logs_key
+from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
 from stalwart.master.transitions import (
     EXPERIMENT_TERMINAL,
     LIVE_ALLOCATION_STATES,
@@ -121,18 +121,24 @@ class ClusterLoop:
         """Run steps 1-7 once (also callable directly, e.g. from tests)."""
         self.rounds += 1
         with self.state.lifecycle:
-            self._reap_lost_agents()
-            exits = self._end_allocations()
-            experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
-            now = time.monotonic()
-            sweep = now - self._last_sweep >= _SWEEP_SECONDS
-            if sweep:
-                self._last_sweep = now
-            self._drive(experiments, exits, sweep=sweep)
-            self._request_allocations()
-            self._schedule()
-            self._preemption_timeouts()
-            ended = self._settle()
+            try:
+                self._reap_lost_agents()
+                exits = self._end_allocations()
+                experiments = self.state.hints.take_experiments() | {
+                    e.experiment_id for e in exits
+                }
+                now = time.monotonic()
+                sweep = now - self._last_sweep >= _SWEEP_SECONDS
+                if sweep:
+                    self._last_sweep = now
+                self._drive(experiments, exits, sweep=sweep)
+                self._request_allocations()
+                self._schedule()
+                self._preemption_timeouts()
+                ended = self._settle()
+            finally:  # counted under the lock: a sync that saw n rounds waits for a later one
+                self.state.hints.rounds_done += 1
+                self.state.notifier.notify(ROUND_KEY)
         for experiment_id in ended:  # file deletions: outside the lock
             collect_experiment(self.state.sessions, experiment_id)
 

@@ -141,16 +141,21 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
             pool_devices[agent.resource_pool] = _pool_device(slots)
     rows = session.execute(
-        select(Allocation, Experiment.id, Experiment.config)
+        select(Allocation, Experiment.id)
         .join(Task, Task.task_id == Allocation.task_id)
         .join(Experiment, Experiment.id == Task.experiment_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
+    # One config per experiment (not per allocation: a config is decoded JSON of some size).
+    wanted = select(Experiment.id, Experiment.config).where(
+        Experiment.id.in_({exp_id for _, exp_id in rows})
+    )
+    configs: dict[int, dict[str, Any]] = {row.id: row.config for row in session.execute(wanted)}
     placed = _assignments(session, [row[0].id for row in rows if row[0].state in PLACED_STATES])
     requests, groups = [], {}
-    for allocation, exp_id, config in rows:
-        res = _resources(config or {})
+    for allocation, exp_id in rows:
+        res = _resources(configs.get(exp_id) or {})
         running = allocation.state in PLACED_STATES
         priority = res.get("priority")
         requests.append(

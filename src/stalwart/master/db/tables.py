@@ -286,7 +286,7 @@ class Container(Base):
     state: Mapped[str] = mapped_column(String(16))
     exit_code: Mapped[int | None] = mapped_column(Integer)
     exit_reason: Mapped[str | None] = mapped_column(Text)
-    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict, deferred=True)
     assigned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     exited_at: Mapped[dt.datetime | None] = mapped_column()
 
