@@ -11,14 +11,14 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch]'
+	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch,deepspeed]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/stalwart config check examples/*/*.yaml
-	$(BIN)/stalwart envs resolve examples/tensorflow/const.yaml --context examples/tensorflow
+	$(BIN)/stalwart envs resolve examples/tensorflow/unpinned.yaml --context examples/tensorflow
 	BIN=$(BIN) bash scripts/demo.sh
 
 lint: $(STAMP)

@@ -1,7 +1,8 @@
 """Helpers for the launcher tests: a fake task environment a container would get, and torch.
 
 Tests that run ``torch.distributed.run`` need torch (the ``torch`` extra, which ``make install``
-installs); without it they skip, except under ``CI=true``, where they fail.
+installs), those that run DeepSpeed's launcher the ``deepspeed`` extra; without them they skip,
+except under ``CI=true``, where they fail.
 """
 
 from __future__ import annotations
@@ -25,6 +26,29 @@ def require_torch() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail("torch is required under CI=true (pip install -e '.[torch]')")
     pytest.skip("torch is not installed (pip install -e '.[torch]')")
+
+
+def require_deepspeed() -> None:
+    """Skip (fail under CI=true) when DeepSpeed is not installed."""
+    require_torch()
+    if importlib.util.find_spec("deepspeed") is not None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("deepspeed is required under CI=true (pip install -e '.[deepspeed]')")
+    pytest.skip("deepspeed is not installed (pip install -e '.[deepspeed]')")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie is dead too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def free_port() -> int:

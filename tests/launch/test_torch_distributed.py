@@ -23,7 +23,7 @@ from stalwart.launch.torch_distributed import (
     script_argv,
     torch_argv,
 )
-from tests.launch.conftest import require_torch, task_environ
+from tests.launch.conftest import alive, require_torch, task_environ
 
 RUN_TIMEOUT_S = 90
 
@@ -182,21 +182,9 @@ def test_a_failing_worker_stops_the_others_and_the_launcher_fails(tmp_path: Path
     assert "[rank=1] rank 1 fails" in done.stdout
     survivor = int((tmp_path / "pid-0").read_text())
     deadline = time.monotonic() + 10
-    while _alive(survivor) and time.monotonic() < deadline:
+    while alive(survivor) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(survivor)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
-            return stat.read().split(") ")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not alive(survivor)
 
 
 def test_killing_the_container_leaves_no_worker_behind(tmp_path: Path) -> None:
@@ -226,13 +214,13 @@ def test_killing_the_container_leaves_no_worker_behind(tmp_path: Path) -> None:
         os.killpg(launcher.pid, signal.SIGKILL)  # as the agent's kill does
         launcher.wait(timeout=10)
         deadline = time.monotonic() + 15
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(pid) for pid in workers)
+        assert not any(alive(pid) for pid in workers)
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
         for pid in workers:  # never leave a worker behind, even when the test fails
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)

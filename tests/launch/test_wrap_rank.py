@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stalwart.launch.wrap_rank import LinePrefixer, main, run
+from stalwart.launch.wrap_rank import LinePrefixer, main, rank_from, run
 from tests.launch.conftest import REPO
 
 
@@ -91,3 +92,19 @@ def test_sigterm_reaches_the_command_once_and_the_status_says_so(tmp_path: Path)
     out, _ = proc.communicate(timeout=20)
     assert out == b"[rank=4] terms 1\n"
     assert proc.returncode == 128 + signal.SIGTERM
+
+
+def test_strip_removes_a_tag_at_the_start_of_lines_only() -> None:
+    out = io.BytesIO()
+    prefixer = LinePrefixer(b"> ", out, max_line=8, strip=re.compile(rb"^T:"))
+    for chunk in (b"T:a\nT:b T:c\r", b"\nxT:d\n", b"T:" + b"e" * 12, b"T:\n"):
+        prefixer.feed(chunk)
+    prefixer.finish()
+    # a cut line: the tag goes from its first piece only
+    assert out.getvalue() == b"> a\n> b T:c\r\n> xT:d\n> eeeeee\n> eeeeeeT:\n"
+
+
+def test_the_rank_comes_from_the_first_variable_set() -> None:
+    assert rank_from(["HOROVOD_RANK", "RANK"], {"RANK": "2", "HOROVOD_RANK": "5"}) == 5
+    assert rank_from(["HOROVOD_RANK", "RANK"], {"HOROVOD_RANK": "x", "RANK": "2"}) == 2
+    assert rank_from(["RANK"], {}) is None

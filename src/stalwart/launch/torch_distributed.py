@@ -29,60 +29,24 @@ Contract:
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import os
-import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from stalwart.core import env as task_env
+from stalwart.launch._common import (
+    LaunchError,
+    Plan,
+    current_task,
+    exec_command,
+    fail,
+    parse_command,
+    plan_for,
+    script_argv,
+)
 
 __all__ = ["LaunchError", "Plan", "main", "parse_args", "plan_for", "script_argv", "torch_argv"]
 
-LEGACY_TRIAL = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
-EXIT_USAGE = 2
-
-
-class LaunchError(Exception):
-    """The launcher cannot start (outside a task, no slots, no ``determined`` for a legacy
-    Trial...); its message is printed and the launcher exits 2."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Where this container's workers sit in the trial."""
-
-    nnodes: int
-    nproc_per_node: int
-    node_rank: int
-    master_addr: str
-    master_port: int
-    chief_ip: str
-
-
-def plan_for(env: task_env.TaskEnv) -> Plan:
-    """The plan of the container described by ``env`` (:class:`LaunchError` when unusable)."""
-    rendezvous = env.rendezvous
-    addrs = list(rendezvous.container_addrs) if rendezvous is not None else ["127.0.0.1"]
-    rank = rendezvous.container_rank if rendezvous is not None else 0
-    if not addrs or not 0 <= rank < len(addrs):
-        raise LaunchError(f"rendezvous.json is inconsistent: rank {rank} of {addrs}")
-    if not env.slot_ids:
-        raise LaunchError(
-            "torch_distributed needs at least one slot per container (DET_SLOT_IDS is empty): "
-            "set resources.slots_per_trial"
-        )
-    chief = "127.0.0.1" if len(addrs) == 1 else addrs[0]
-    return Plan(
-        nnodes=len(addrs),
-        nproc_per_node=len(env.slot_ids),
-        node_rank=rank,
-        master_addr=chief,
-        master_port=env.ports.c10d,
-        chief_ip=chief,
-    )
+LAUNCHER = "torch_distributed"
 
 
 def torch_argv(
@@ -114,73 +78,28 @@ def torch_argv(
     ]
 
 
-def script_argv(
-    script: Sequence[str], trial: str | None, python: str = sys.executable
-) -> list[str]:
-    """The command each worker runs (module contract); :class:`LaunchError` for a legacy Trial
-    without the ``determined`` package."""
-    if trial is None and len(script) == 1 and LEGACY_TRIAL.match(script[0]):
-        trial = script[0]
-        script = []
-    if trial is not None:
-        if script:
-            raise LaunchError(f"extra arguments after --trial {trial}: {list(script)}")
-        if importlib.util.find_spec("determined") is None:
-            raise LaunchError(
-                f"the entrypoint {trial!r} is a legacy Trial class, which runs on Determined's "
-                f"own harness: install the `determined` package in this task's Python "
-                f"({python}), or turn the trial into a Core API script "
-                "(`with stalwart.core.init(...)`) and launch `python3 train.py`"
-            )
-        return [python, "-m", "determined.exec.harness", trial]
-    if not script:
-        raise LaunchError("no script to launch: give a command such as `python3 train.py`")
-    if script[0].endswith(".py"):
-        return [python, *script]
-    return list(script)
-
-
 def parse_args(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
     """``(torch overrides, legacy trial or None, script)`` of the command line."""
-    args = list(argv)
-    overrides: list[str] = []
-    if "--" in args:
-        split = args.index("--")
-        overrides, args = args[:split], args[split + 1 :]
-    parser = argparse.ArgumentParser(
-        prog="python3 -m stalwart.launch.torch_distributed",
-        usage="%(prog)s [[TORCH_OVERRIDES...] --] (--trial TRIAL)|(SCRIPT...)",
+    return parse_command(
+        argv,
+        launcher=LAUNCHER,
         description="Launch a script under torch.distributed.run across a trial's containers.",
-        epilog="TORCH_OVERRIDES go to torch.distributed.run after the launcher's own arguments "
-        "(so they win); when given, they end with `--`.",
+        overrides="TORCH_OVERRIDES",
     )
-    parser.add_argument("--trial", help="a legacy Trial class (pkg.mod:Class)")
-    parser.add_argument("script", nargs=argparse.REMAINDER, help="the command to launch")
-    parsed = parser.parse_args(args)
-    return overrides, parsed.trial, list(parsed.script)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the command and ``exec`` it (returns only on error: 2)."""
     try:
         overrides, trial, script = parse_args(sys.argv[1:] if argv is None else argv)
-        env = task_env.current()
-        if env is None:
-            raise LaunchError(
-                "stalwart.launch.torch_distributed runs inside a trial's task (DET_MASTER and "
-                "DET_ALLOCATION_ID are not set); off-cluster, run torchrun yourself"
-            )
-        plan = plan_for(env)
+        env = current_task(LAUNCHER, "run torchrun yourself")
+        plan = plan_for(env, LAUNCHER)
         command = torch_argv(plan, overrides, script_argv(script, trial))
     except (LaunchError, task_env.TaskEnvError) as exc:
-        print(f"stalwart.launch.torch_distributed: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    os.environ["DET_CHIEF_IP"] = plan.chief_ip
-    os.environ["USE_TORCH_DISTRIBUTED"] = "True"
-    print(f"torch_distributed: {' '.join(command)}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os.execv(command[0], command)
-    return EXIT_USAGE  # not reached
+        return fail(LAUNCHER, exc)
+    return exec_command(
+        LAUNCHER, command, {"DET_CHIEF_IP": plan.chief_ip, "USE_TORCH_DISTRIBUTED": "True"}
+    )
 
 
 if __name__ == "__main__":
