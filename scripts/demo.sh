@@ -2,7 +2,7 @@
 # `make demo`: a real adaptive_asha search on a throwaway local cluster, start to finish.
 #
 # Starts `stalwart up --detach` on a free port with a temporary home, runs the Core API example
-# (examples/core_api/adaptive.yaml) with -f, waits for it, prints the trials and the best
+# (examples/core_api/3_hpsearch.yaml) with -f, waits for it, prints the trials and the best
 # checkpoint, and stops the cluster. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +24,9 @@ echo "== stalwart up (home $home)"
 "$STW" up --detach --home "$home" --port "$port" --slots 4
 echo "" | "$STW" user login admin
 
-echo "== stalwart experiment create examples/core_api/adaptive.yaml examples/core_api -f"
+echo "== stalwart experiment create examples/core_api/3_hpsearch.yaml examples/core_api -f"
 out="$home/create.log"
-"$STW" experiment create examples/core_api/adaptive.yaml examples/core_api -f | tee "$out"
+"$STW" experiment create examples/core_api/3_hpsearch.yaml examples/core_api -f | tee "$out"
 id="$(sed -n 's/^Created experiment \([0-9][0-9]*\).*/\1/p' "$out" | head -1)"
 [ -n "$id" ] || { echo "demo: no experiment was created" >&2; exit 1; }
 

@@ -60,16 +60,18 @@ def test_check_a_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
 
 
 def test_show_prints_the_defaulted_config(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "config", "show", str(EXAMPLES / "core_api/const.yaml"))
+    code, out, _ = run(capsys, "config", "show", str(EXAMPLES / "core_api/3_hpsearch.yaml"))
     assert code == 0
     shown = yaml.safe_load(out)
     assert shown["searcher"]["smaller_is_better"] is True
     assert shown["resources"]["slots_per_trial"] == 1
-    assert shown["hyperparameters"]["increment_by"] == {"type": "const", "val": 1}
+    assert shown["hyperparameters"]["batches"] == {"type": "const", "val": 100}
 
 
 def test_show_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "config", "show", "--json", str(EXAMPLES / "core_api/adaptive.yaml"))
+    code, out, _ = run(
+        capsys, "config", "show", "--json", str(EXAMPLES / "core_api/3_hpsearch.yaml")
+    )
     assert code == 0
     shown = json.loads(out)
     assert shown["searcher"]["max_rungs"] == 5
@@ -82,7 +84,7 @@ def test_show_with_a_template(capsys: pytest.CaptureFixture[str], tmp_path: Path
         "checkpoint_storage:\n  type: shared_fs\n  host_path: /mnt/ckpt\n"
     )
     code, out, _ = run(
-        capsys, "config", "show", "-t", str(template), str(EXAMPLES / "core_api/const.yaml")
+        capsys, "config", "show", "-t", str(template), str(EXAMPLES / "core_api/1_metrics.yaml")
     )
     assert code == 0
     shown = yaml.safe_load(out)

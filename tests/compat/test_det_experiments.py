@@ -39,7 +39,7 @@ def test_experiment_create_follow_runs_the_example_to_completion(
 ) -> None:
     det.login("admin", "")
     done = det.run(
-        "experiment", "create", str(EXAMPLES / "const.yaml"), str(EXAMPLES), "-f", timeout=120
+        "experiment", "create", str(EXAMPLES / "1_metrics.yaml"), str(EXAMPLES), "-f", timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert "Created experiment" in done.stdout
