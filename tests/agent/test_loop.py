@@ -4,6 +4,7 @@ containers running, the master coming back, and stopping without (or with) killi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import httpx
 import pytest
 
 from stalwart.agent.loop import AgentLoop, post_sync
-from stalwart.agent.protocol import SlotInfo, SyncRequest, SyncResponse
+from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SlotInfo, SyncRequest, SyncResponse
 from stalwart.errors import UnauthenticatedError
 from tests.agent.conftest import Master, closed_port, master_settings, serve, task_spec, wait_for
 from tests.agent.test_daemon import SLEEPER, agent_settings, make_daemon
@@ -150,3 +151,28 @@ def test_stop_leaves_containers_unless_kill_on_exit(
         assert _alive(pid) is not kill_on_exit
         if not kill_on_exit:
             loop.daemon.shutdown(kill=True, grace=0.0)
+
+
+def test_an_abandoned_long_poll_stops_listening_at_once(master: Master) -> None:
+    """An agent that gives up a held sync (it has news) leaves nothing waiting at the master."""
+    key = "agent:agent-gone"
+    body = SyncRequest(slots=SLOTS, wait_seconds=30.0).model_dump_json()
+    headers = {AGENT_TOKEN_HEADER: master.state.agent_token, "Content-Type": "application/json"}
+    url = f"{master.url}/api/v1/agents/agent-gone/sync"
+    with httpx.Client(timeout=5.0) as http:
+        http.post(url, content=SyncRequest(slots=SLOTS).model_dump_json(), headers=headers)
+
+    async def abandon() -> None:
+        async with httpx.AsyncClient(timeout=60.0) as client:
+            held = asyncio.create_task(client.post(url, content=body, headers=headers))
+            await asyncio.to_thread(
+                wait_for, "the sync to be held", lambda: master.state.notifier.listeners(key) == 1
+            )
+            held.cancel()  # the agent's loop does this when a container exits
+            with contextlib.suppress(asyncio.CancelledError):
+                await held
+
+    asyncio.run(abandon())
+    wait_for(
+        "the master to stop holding it", lambda: master.state.notifier.listeners(key) == 0, 1.0
+    )

@@ -91,6 +91,11 @@ class Notifier:
                 return False
             return True
 
+    def listeners(self, key: str) -> int:
+        """How many waits listen on ``key`` now (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._waiters.get(key, ()))
+
     def notify(self, key: str) -> None:
         with self._lock:
             events = list(self._waiters.get(key, ()))

@@ -12,7 +12,7 @@ Only ``/info`` and login are reachable without credentials.
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -116,17 +116,25 @@ def require_admin(caller: CallerDep) -> Caller:
 
 
 async def long_poll(
-    request: Request, notifier: Notifier, keys: Sequence[str], timeout: float, *, check: float = 2.0
+    request: Request, notifier: Notifier, keys: Sequence[str], timeout: float
 ) -> bool:
     """Wait up to ``timeout`` seconds for a notification of any of ``keys``.
 
-    True when notified; False on timeout or as soon as the client has gone away (checked every
-    ``check`` seconds), so an abandoned long-poll does not hold the server until its end.
+    True when notified; False on timeout or as soon as the client has gone away (the request's
+    body has been read, so the next ASGI message is the disconnect), so an abandoned long-poll
+    neither holds the server until its end nor does work when a notification comes.
     """
-    deadline = time.monotonic() + timeout
-    while (remaining := deadline - time.monotonic()) > 0:
-        if await notifier.wait_any(list(keys), min(remaining, check)):
-            return True
-        if await request.is_disconnected():
-            return False
-    return False
+    notified = asyncio.ensure_future(notifier.wait_any(list(keys), timeout))
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({notified, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return notified.done() and not gone.done() and notified.result()
+    finally:
+        notified.cancel()
+        gone.cancel()
+
+
+async def _disconnect(request: Request) -> None:
+    """Return once the client has closed the connection."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
