@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from stalwart.storage import FsspecStorage, RetrySettings, s3_storage
+from tests.storage.services import require_module
 
 FAST = RetrySettings(attempts=3, initial_backoff_s=0.01, max_backoff_s=0.05)
 """Short waits between retries, so failing tests fail fast."""
@@ -70,8 +69,9 @@ class S3Server:
 
 @contextlib.contextmanager
 def running_s3_server() -> Iterator[S3Server]:
-    """moto's S3 server until the block ends (the test is skipped when moto is missing)."""
-    moto_server = pytest.importorskip("moto.server")
+    """moto's S3 server until the block ends (skipped when moto is missing, except under
+    CI=true)."""
+    moto_server = require_module("moto.server", "the S3 server")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -1,4 +1,5 @@
-"""The StorageBackend contract, checked on a local directory and on a real S3 server (moto).
+"""The StorageBackend contract, checked on a local directory and on real servers: S3 (moto), GCS
+(gcp-storage-emulator) and Azure Blob (Azurite).
 
 The same tests run against both: upload, download, list, delete, selectors, progress,
 idempotence, and what a failure leaves behind.
@@ -18,17 +19,25 @@ from stalwart.storage import (
     Progress,
     list_local_resources,
 )
+from tests.storage.azure import AzureServer
+from tests.storage.gcs import GCSServer
 from tests.storage.s3 import FAST, S3Server
 
 SIZE = 256 * 1200
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "gcs", "azure"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> FsspecStorage:
     if request.param == "local":
         return DirectoryStorage(tmp_path / "store", retry=FAST)
-    server: S3Server = request.getfixturevalue("s3_server")
-    return server.storage(server.new_bucket())
+    if request.param == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        return s3.storage(s3.new_bucket())
+    if request.param == "gcs":
+        gcs: GCSServer = request.getfixturevalue("gcs_server")
+        return gcs.storage(gcs.new_bucket())
+    azure: AzureServer = request.getfixturevalue("azure_server")
+    return azure.storage(azure.new_container())
 
 
 def make_checkpoint(root: Path) -> Path:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from stalwart.storage import (
     config_from_url,
     storage_from_config,
 )
+from tests.storage.azure import ACCOUNT, KEY, AzureServer
+from tests.storage.gcs import GCSServer
 from tests.storage.s3 import FAST, S3Server
 
 
@@ -73,9 +76,10 @@ def test_shared_fs_and_directory(tmp_path: Path) -> None:
         ({"type": "azure", "container": "c", "connection_string": "x"}, "adlfs"),
     ],
 )
-def test_missing_extras_say_what_to_install(config: dict[str, Any], package: str) -> None:
-    if importlib.util.find_spec(package) is not None:
-        pytest.skip(f"{package} is installed")
+def test_missing_extras_say_what_to_install(
+    config: dict[str, Any], package: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # `import package` raises ImportError
     with pytest.raises(MissingExtraError, match=rf"needs the {package} package") as info:
         storage_from_config(config)
     assert info.value.extra == config["type"]
@@ -156,3 +160,97 @@ def test_unsafe_object_names_are_refused(s3_server: S3Server, bucket: str, tmp_p
     with pytest.raises(StorageError, match="unsafe"):
         store.download("ck", tmp_path / "dst")
     assert not (tmp_path / "evil").exists()
+
+
+def upload_one_file(store: Any, tmp_path: Path) -> dict[str, int]:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "w.bin").write_bytes(b"w")
+    uploaded: dict[str, int] = store.upload(tmp_path / "src", "ck")
+    return uploaded
+
+
+def test_gcs_from_config_reaches_the_emulator_of_storage_emulator_host(
+    gcs_server: GCSServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket = gcs_server.new_bucket()
+    # host:port, as Google's SDKs take it (http:// is implied)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint_url.removeprefix("http://"))
+    store = storage_from_config(gcs_server.config(bucket, "a/b"))
+    assert repr(store) == f"FsspecStorage('gs://{bucket}/a/b')"
+    assert upload_one_file(store, tmp_path) == {"w.bin": 1}
+    assert gcs_server.client().cat(f"{bucket}/a/b/ck/w.bin") == b"w"
+
+
+def test_gcs_missing_bucket_is_not_retryable(gcs_server: GCSServer, tmp_path: Path) -> None:
+    with pytest.raises(StorageError) as info:
+        upload_one_file(gcs_server.storage("no-such-bucket"), tmp_path)
+    assert not info.value.retryable
+
+
+def test_azure_from_config(azure_server: AzureServer, tmp_path: Path) -> None:
+    container = azure_server.new_container()
+    store = storage_from_config(azure_server.config(container))
+    assert repr(store) == f"FsspecStorage('az://{container}')"
+    assert upload_one_file(store, tmp_path) == {"w.bin": 1}
+    assert azure_server.client().cat(f"{container}/ck/w.bin") == b"w"
+
+
+def test_azure_account_url_with_a_key_or_a_sas(azure_server: AzureServer, tmp_path: Path) -> None:
+    from azure.storage.blob import (
+        AccountSasPermissions,
+        ResourceTypes,
+        generate_account_sas,
+    )
+
+    container = azure_server.new_container()
+    url = azure_server.blob_endpoint  # path-style, plain http: http://127.0.0.1:<port>/<account>
+    with_key = storage_from_config(
+        {"type": "azure", "container": container, "account_url": url, "credential": KEY}
+    )
+    assert upload_one_file(with_key, tmp_path) == {"w.bin": 1}
+    sas = generate_account_sas(
+        ACCOUNT,
+        KEY,
+        resource_types=ResourceTypes(container=True, object=True),
+        permission=AccountSasPermissions(read=True, list=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    with_sas = storage_from_config(
+        {"type": "azure", "container": container, "account_url": url, "credential": sas}
+    )
+    assert with_sas.list_resources("ck") == {"w.bin": 1}
+    in_url = storage_from_config(
+        {"type": "azure", "container": container, "account_url": f"{url}?{sas}"}
+    )
+    assert in_url.list_resources("ck") == {"w.bin": 1}
+    with pytest.raises(ValueError, match="plain http: give an account key or a SAS"):
+        storage_from_config({"type": "azure", "container": container, "account_url": url})
+
+
+def test_azure_https_account_urls_keep_their_host_and_port() -> None:
+    with_key = storage_from_config(
+        {
+            "type": "azure",
+            "container": "c",
+            "account_url": "https://acct.blob.example.net:8443/",
+            "credential": KEY,
+        }
+    )
+    assert isinstance(with_key, FsspecStorage)
+    client = with_key.fs.service_client  # made when the storage is opened; no request yet
+    assert (client.account_name, client.url) == ("acct", "https://acct.blob.example.net:8443/")
+    ambient = storage_from_config(  # Azure's default credential chain (asked nothing yet)
+        {"type": "azure", "container": "c", "account_url": "https://acct.blob.core.windows.net"}
+    )
+    assert isinstance(ambient, FsspecStorage)
+    assert ambient.fs.service_client.url == "https://acct.blob.core.windows.net/"
+    with pytest.raises(ValueError, match="not an http"):
+        storage_from_config({"type": "azure", "container": "c", "account_url": "acct"})
+
+
+def test_azure_missing_container_is_not_retryable(
+    azure_server: AzureServer, tmp_path: Path
+) -> None:
+    with pytest.raises(StorageError) as info:
+        upload_one_file(azure_server.storage("no-such-container"), tmp_path)
+    assert not info.value.retryable

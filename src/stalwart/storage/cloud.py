@@ -11,11 +11,16 @@ Contract:
 - Checkpoints live under ``<bucket or container>/<prefix>/<storage id>/``. File system instances
   are not shared between storages (no fsspec instance cache), so one storage's options never
   leak into another's.
+- Emulators: S3-compatible servers through ``endpoint_url``; a GCS emulator through
+  ``STORAGE_EMULATOR_HOST`` (the variable Google's SDKs read; ``emulator_host`` in Python),
+  reached anonymously over the JSON API; Azurite through a connection string or an ``http://``
+  ``account_url`` with an account key or SAS.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 from urllib.parse import urlparse
 
@@ -58,12 +63,36 @@ def s3_storage(
     return FsspecStorage(fs, root, url=f"s3://{root}", retry=retry)
 
 
+def _gcs_emulator_host() -> str | None:
+    """The GCS emulator named by ``STORAGE_EMULATOR_HOST`` as a URL (``http://`` when it has no
+    scheme), or None when it is unset, empty or ``default`` (as gcsfs reads it)."""
+    host = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if host in ("", "default"):
+        return None
+    return host if host.startswith(("http://", "https://")) else f"http://{host}"
+
+
 def gcs_storage(
-    bucket: str, prefix: str | None = None, *, retry: RetrySettings | None = None
+    bucket: str,
+    prefix: str | None = None,
+    *,
+    emulator_host: str | None = None,
+    retry: RetrySettings | None = None,
 ) -> FsspecStorage:
-    """Checkpoints in ``gs://bucket/prefix`` (credentials from the environment)."""
+    """Checkpoints in ``gs://bucket/prefix``, with credentials from the environment.
+
+    With an emulator (``emulator_host``, else ``STORAGE_EMULATOR_HOST``) the requests go there
+    without credentials (as Google's SDKs do), through gcsfs's plain JSON-API file system: its
+    default one first asks the gRPC Storage Control API for the bucket's layout, which
+    emulators do not serve (gcsfs then waits out a minute of retries on every call).
+    """
     gcsfs = _require("gcs", "gcsfs", "gcs")
-    fs = gcsfs.GCSFileSystem(skip_instance_cache=True)
+    endpoint = emulator_host or _gcs_emulator_host()
+    if endpoint is not None:
+        core = importlib.import_module("gcsfs.core")  # gcsfs itself is imported: never missing
+        fs = core.GCSFileSystem(endpoint_url=endpoint, token="anon", skip_instance_cache=True)
+    else:
+        fs = gcsfs.GCSFileSystem(skip_instance_cache=True)
     root = _root(bucket, prefix)
     return FsspecStorage(fs, root, url=f"gs://{root}", retry=retry)
 
@@ -77,23 +106,55 @@ def azure_storage(
     retry: RetrySettings | None = None,
 ) -> FsspecStorage:
     """Checkpoints in an Azure Blob container, reached by ``connection_string`` or by
-    ``account_url`` (``https://<account>.blob.core.windows.net``) with ``credential`` (a SAS
-    token or an account key; unset: Azure's default credential chain)."""
+    ``account_url`` with ``credential`` (a SAS token or an account key; unset: Azure's default
+    credential chain, or a SAS in the URL's query).
+
+    ``account_url`` is ``https://<account>.blob.core.windows.net`` (another host or a port is
+    kept), or path-style ``http(s)://host:port/<account>`` as emulators serve it; an ``http://``
+    one (Azurite) needs an account key or SAS."""
     adlfs = _require("azure", "adlfs", "azure")
     if connection_string is not None:
         fs = adlfs.AzureBlobFileSystem(
             connection_string=connection_string, skip_instance_cache=True
         )
     else:
-        host = urlparse(account_url or "").hostname
-        if not host:
-            raise ValueError(f"azure account_url {account_url!r} has no host name")
-        options: dict[str, str] = {"account_name": host.split(".", 1)[0], "account_host": host}
-        if credential is not None:
-            sas = "sig=" in credential
-            options["sas_token" if sas else "account_key"] = (
-                credential.lstrip("?") if sas else credential
-            )
-        fs = adlfs.AzureBlobFileSystem(**options, skip_instance_cache=True)
+        fs = adlfs.AzureBlobFileSystem(
+            **_azure_account_options(account_url or "", credential), skip_instance_cache=True
+        )
     root = container.strip("/")
     return FsspecStorage(fs, root, url=f"az://{root}", retry=retry)
+
+
+def _azure_account_options(account_url: str, credential: str | None) -> dict[str, str]:
+    """adlfs options for ``account_url`` and ``credential`` (see :func:`azure_storage`).
+
+    With a key or a SAS they become a connection string whose ``BlobEndpoint`` is the URL as
+    given: adlfs would rebuild the URL as ``https://<account_host>`` and the SDK would look for
+    the account name of a bare key in a ``*.blob.core.*`` host name."""
+    parsed = urlparse(account_url)
+    if not parsed.hostname or parsed.scheme not in ("http", "https"):
+        raise ValueError(f"azure account_url {account_url!r} is not an http(s) URL with a host")
+    path = parsed.path.strip("/")
+    account = path.split("/", 1)[0] if path else parsed.hostname.split(".", 1)[0]
+    endpoint = f"{parsed.scheme}://{parsed.netloc}" + (f"/{path}" if path else "")
+    if credential is None and "sig=" in parsed.query:
+        credential = parsed.query  # a SAS in the URL
+    if credential is not None:
+        secret = (
+            f"SharedAccessSignature={credential.lstrip('?')}"
+            if "sig=" in credential
+            else f"AccountKey={credential}"
+        )
+        return {
+            "connection_string": (
+                f"DefaultEndpointsProtocol={parsed.scheme};AccountName={account};{secret};"
+                f"BlobEndpoint={endpoint};"
+            )
+        }
+    if parsed.scheme != "https":
+        raise ValueError(
+            f"azure account_url {account_url!r} is plain http: give an account key or a SAS "
+            "token as credential (or use connection_string)"
+        )
+    # Azure's default credential chain, over https://<account_host>
+    return {"account_name": account, "account_host": endpoint.removeprefix("https://")}
