@@ -2,9 +2,10 @@
 
 Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seconds):
 
-1. **Lost agents**: an agent silent for ``cluster.agent_timeout`` (counted from the master's
-   start at the earliest, so agents can reattach after a master restart) is disconnected and its
-   unfinished containers are recorded as lost.
+1. **Lost agents** (looked for at most once a second): an agent silent for
+   ``cluster.agent_timeout`` (counted from the master's start at the earliest, so agents can
+   reattach after a master restart) is disconnected and its unfinished containers are recorded
+   as lost.
 2. **Ended allocations**: an allocation whose containers all exited ends
    (:func:`~stalwart.master.cluster.lifecycle.end_allocation`); one with a failed container while
    others run is killed (TERMINATING) first.
@@ -14,7 +15,8 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
    allocation (new trials, restarts, resumed trials).
 5. **Scheduling**: a snapshot is read, :func:`~stalwart.master.scheduler.schedule` decides, each
    assignment is claimed in its own transaction and its agents are woken; preemptions are
-   signalled.
+   signalled. The round is then counted (``ClusterHints.rounds_done``, ``ROUND_KEY``): agent
+   syncs that reported exits are answered with what it placed.
 6. **Preemption timeouts**: a task asked to preempt that has not exited after
    ``cluster.preemption_timeout`` is killed.
 7. **Settling and checkpoint GC**: stopping experiments whose trials ended reach their terminal
@@ -82,6 +84,7 @@ class ClusterLoop:
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._last_sweep = 0.0
+        self._last_reap = 0.0
         self._preempt_seen: dict[str, float] = {}
         self._explained: set[str] = set()
         self.rounds = 0
@@ -134,11 +137,13 @@ class ClusterLoop:
                 self._drive(experiments, exits, sweep=sweep)
                 self._request_allocations()
                 self._schedule()
-                self._preemption_timeouts()
-                ended = self._settle()
-            finally:  # counted under the lock: a sync that saw n rounds waits for a later one
+            finally:
+                # Counted under the lock, once placements are committed: a sync that saw n
+                # rounds and waits for n + 1 is answered with what the next round placed.
                 self.state.hints.rounds_done += 1
                 self.state.notifier.notify(ROUND_KEY)
+            self._preemption_timeouts()
+            ended = self._settle()
         for experiment_id in ended:  # file deletions: outside the lock
             collect_experiment(self.state.sessions, experiment_id)
 
@@ -170,8 +175,10 @@ class ClusterLoop:
     # 1. lost agents
     def _reap_lost_agents(self) -> None:
         timeout = self.settings.agent_timeout
-        if time.monotonic() - self._started < timeout:
-            return
+        now = time.monotonic()
+        if now - self._started < timeout or now - self._last_reap < min(1.0, timeout / 4):
+            return  # too early to tell, or looked a moment ago (a sub-second check is plenty)
+        self._last_reap = now
         cutoff = utcnow().timestamp() - timeout
         with self._session() as session:
             lost = [
