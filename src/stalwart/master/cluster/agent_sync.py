@@ -35,7 +35,7 @@ from stalwart.master.db.tables import (
     utcnow,
 )
 from stalwart.master.services.agents import register_agent
-from stalwart.master.services.logs import NewLog, ingest_logs
+from stalwart.master.services.logs import NewLog, add_logs
 from stalwart.master.transitions import set_allocation_state
 
 __all__ = ["SyncOutcome", "agent_key", "apply_sync"]
@@ -95,9 +95,10 @@ def apply_sync(
         Container.agent_id == agent_id, Container.state.in_(LIVE_CONTAINER_STATES)
     )
     rows = {(c.allocation_id, c.rank): c for c in session.scalars(live)}
-    if reported_ids:
+    loaded = {allocation_id for allocation_id, _ in rows}
+    if unseen := [a for a in reported_ids if a not in loaded]:  # exited, or unknown
         mentioned = select(Container).where(
-            Container.allocation_id.in_(reported_ids), Container.agent_id == agent_id
+            Container.allocation_id.in_(unseen), Container.agent_id == agent_id
         )
         rows.update({(c.allocation_id, c.rank): c for c in session.scalars(mentioned)})
     allocations = {
@@ -168,7 +169,7 @@ def _store_last_lines(
     session: Session, agent_id: str, allocation: Allocation, status: ContainerStatus
 ) -> None:
     """Store the lines sent with an exit, as the container's (whatever the lines claim)."""
-    ingest_logs(
+    add_logs(
         session,
         [
             NewLog(
@@ -185,5 +186,4 @@ def _store_last_lines(
             )
             for line in status.logs
         ],
-        caller_allocation_id=allocation.id,
     )

@@ -281,18 +281,18 @@ def claim(
     allocation.token_sha256 = token_sha256(token)
     allocation.agent_id = agent_ids[0]
     plans = _plans(session, placement)
-    task = session.get(Task, allocation.task_id)
-    trial = session.get(Trial, task.trial_id) if task and task.trial_id else None
-    if trial is None:
+    found = session.execute(  # the trial and what its spec needs, in one query
+        select(Trial, Experiment, User.username, Experiment.model_definition.is_not(None))
+        .join(Task, Task.trial_id == Trial.id)
+        .join(Experiment, Experiment.id == Trial.experiment_id)
+        .outerjoin(User, User.id == Experiment.owner_id)
+        .where(Task.task_id == allocation.task_id)
+    ).one_or_none()
+    if found is None:
         session.rollback()
         return None
-    experiment = session.get(Experiment, trial.experiment_id)
-    assert experiment is not None
-    owner = session.get(User, experiment.owner_id)
+    trial, experiment, username, has_context = found
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
-    has_context = session.scalar(
-        select(Experiment.model_definition.is_not(None)).where(Experiment.id == experiment.id)
-    )
     slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
     device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
     specs = trial_task_specs(
@@ -304,7 +304,7 @@ def claim(
         container_ids=[container_id(allocation.id, p.rank) for p in plans],
         device_type=device,
         cluster_id=cluster_id,
-        username=owner.username if owner else "",
+        username=username or "",
         ports=ports,
         latest=latest if latest is not None and latest.state == "COMPLETED" else None,
         has_context=bool(has_context),

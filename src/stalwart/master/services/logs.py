@@ -38,6 +38,7 @@ __all__ = [
     "LogFilter",
     "LogRecord",
     "NewLog",
+    "add_logs",
     "fetch_page",
     "format_message",
     "ingest_logs",
@@ -162,6 +163,13 @@ def ingest_logs(
             raise ForbiddenError(f"task {own_task} cannot post logs of task {task_id}")
         if session.get(Task, task_id) is None:
             raise NotFoundError(f"task {task_id} not found")
+    add_logs(session, logs)
+    session.flush()
+    return task_ids
+
+
+def add_logs(session: Session, logs: Sequence[NewLog]) -> None:
+    """Add lines whose task is known to exist (no checks; the caller commits)."""
     now = utcnow()
     session.add_all(
         TaskLog(
@@ -178,8 +186,6 @@ def ingest_logs(
         )
         for entry in logs
     )
-    session.flush()
-    return task_ids
 
 
 @dataclass(frozen=True)
