@@ -153,6 +153,9 @@ class MasterState:
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
     agent_token: str = ""
+    agent_reports: dict[str, object] = field(default_factory=dict)
+    """The last report each agent registered with through this master: a sync repeating it
+    only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""
     lifecycle: threading.RLock = field(default_factory=threading.RLock)
     """Held by whatever changes experiment, trial or allocation states (the cluster loop's
     rounds, agent syncs, users' state actions) so their read-decide-write steps never

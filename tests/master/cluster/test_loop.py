@@ -27,7 +27,7 @@ from stalwart.agent.protocol import (
 from stalwart.master.app import open_state
 from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.db.tables import Allocation, Experiment, TaskLog, Trial, User
+from stalwart.master.db.tables import Agent, Allocation, Experiment, Slot, TaskLog, Trial, User
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
@@ -480,3 +480,29 @@ def test_every_round_is_counted(state: MasterState) -> None:
     loop.run_round()
     loop.run_round()
     assert state.hints.rounds_done == before + 2
+
+
+def test_a_repeated_report_only_heartbeats_and_a_changed_one_registers(state: MasterState) -> None:
+    registered: dict[str, object] = {}
+
+    def sync(slots: int) -> None:
+        request = SyncRequest(slots=[SlotInfo(id=str(i), device_type="cpu") for i in range(slots)])
+        with state.sessions() as session:
+            apply_sync(session, "n1", request, kill_grace=1.0, registered=registered)
+
+    def seen() -> tuple[float, int]:
+        with state.sessions() as session:
+            agent = session.get(Agent, "n1")
+            assert agent is not None
+            count = len(list(session.scalars(select(Slot).where(Slot.agent_id == "n1"))))
+            return agent.last_heartbeat.timestamp(), count
+
+    sync(2)
+    first, slots = seen()
+    assert slots == 2
+    time.sleep(0.01)
+    sync(2)
+    again, slots = seen()
+    assert (again > first, slots) == (True, 2)
+    sync(3)  # the agent came back with another slot: registered again
+    assert seen()[1] == 3

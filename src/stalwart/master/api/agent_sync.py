@@ -47,7 +47,9 @@ def _check_token(state: MasterState, request: Request) -> None:
 def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
     grace = state.settings.cluster.kill_grace
     with state.lifecycle, state.sessions() as session:
-        outcome = apply_sync(session, agent_id, body, kill_grace=grace)
+        outcome = apply_sync(
+            session, agent_id, body, kill_grace=grace, registered=state.agent_reports
+        )
         live = list(
             session.scalars(
                 select(Container.allocation_id).where(

@@ -21,6 +21,7 @@ up), writing nothing. Nothing here talks to the network.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -34,7 +35,7 @@ from stalwart.master.db.tables import (
     Container,
     utcnow,
 )
-from stalwart.master.services.agents import register_agent
+from stalwart.master.services.agents import heartbeat, register_agent
 from stalwart.master.services.logs import NewLog, add_logs
 from stalwart.master.transitions import set_allocation_state
 
@@ -69,17 +70,23 @@ def apply_sync(
     *,
     kill_grace: float,
     record: bool = True,
+    registered: MutableMapping[str, object] | None = None,
 ) -> SyncOutcome:
     """Record the agent's view and answer it (see the module docstring); commits.
 
-    ``record=False`` only answers: it writes nothing (no registration, no state changes, no
-    commit), for a long-poll answering again after it woke up; the same view was recorded
-    moments before, and a container that must be recorded as never started is left to the
-    agent's next sync.
+    ``registered`` (the master's memory of what each agent registered with) lets a sync that
+    repeats its agent's report skip re-registering the slots. ``record=False`` only answers: it
+    writes nothing (no registration, no state changes, no commit), for a long-poll answering
+    again after it woke up; the same view was recorded moments before, and a container that
+    must be recorded as never started is left to the agent's next sync.
     """
     known = session.get(Agent, agent_id)
     changed = record and (known is None or not known.connected)
-    if record:
+    # A report this master registered already (same slots, pool, addresses) only heartbeats.
+    report = (request.version, request.resource_pool, tuple(request.addresses), *request.slots)
+    if record and not changed and registered is not None and registered.get(agent_id) == report:
+        heartbeat(session, agent_id)
+    elif record:
         register_agent(
             session,
             agent_id,
@@ -88,6 +95,8 @@ def apply_sync(
             addresses=request.addresses,
             version=request.version,
         )
+        if registered is not None:
+            registered[agent_id] = report
     # Only what matters: the agent's live containers and the ones it reports (the exited
     # history of a busy agent grows without bound; both queries use an index).
     reported_ids = sorted({c.allocation_id for c in request.containers})

@@ -127,9 +127,7 @@ class ClusterLoop:
             try:
                 self._reap_lost_agents()
                 exits = self._end_allocations()
-                experiments = self.state.hints.take_experiments() | {
-                    e.experiment_id for e in exits
-                }
+                experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
                 now = time.monotonic()
                 sweep = now - self._last_sweep >= _SWEEP_SECONDS
                 if sweep:
