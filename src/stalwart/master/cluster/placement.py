@@ -220,15 +220,13 @@ def _assignments(session: Session, allocation_ids: Sequence[str]) -> dict[str, P
     out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     if not allocation_ids:
         return {}
-    rows = session.scalars(
-        select(Container)
+    rows = session.execute(  # columns, not objects: this runs every round
+        select(Container.allocation_id, Container.agent_id, Container.slot_ids)
         .where(Container.allocation_id.in_(list(allocation_ids)))
         .order_by(Container.allocation_id, Container.rank)
     )
-    for row in rows:
-        out.setdefault(row.allocation_id, []).append(
-            (row.agent_id, tuple(str(s) for s in row.slot_ids))
-        )
+    for allocation_id, agent_id, slot_ids in rows:
+        out.setdefault(allocation_id, []).append((agent_id, tuple(str(s) for s in slot_ids)))
     return {k: tuple(v) for k, v in out.items()}
 
 
