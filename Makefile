@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest schema envs-check bench clean
+.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,15 @@ bench: $(STAMP)
 
 schema: $(STAMP)
 	$(BIN)/python -m stalwart.config.schema --write
+
+# A single-node Slurm on this machine (root; Debian packages slurm-wlm and munge), with two
+# fake GPUs. `make test` starts it by itself under CI=true (tests/slurm); see
+# docs/contributing/slurm.md.
+slurm-up:
+	STALWART_SLURM_FAKE_GPUS=2 bash scripts/slurm/setup.sh
+
+slurm-down:
+	bash scripts/slurm/stop.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,225 @@
+"""PBS (OpenPBS / PBS Pro; Torque's ``qstat -f`` too) commands, parsers and job states.
+
+Contract: pure. The samples these are tested on (``tests/slurm/fixtures/pbs_*``) were written
+by hand from the OpenPBS documentation and source (``qstat -f -F json``, ``qstat -f``, exit
+codes from ``job.h``), not captured from a real PBS: no PBS server runs in our CI. Treat them as
+our best reading until someone captures real ones.
+
+States (``job_state``): Q queued, H held, W waiting for its start time, T/M moving, B array
+started, S/U suspended, R running, E exiting, F finished (``qstat -x``), C completed (Torque).
+A finished job's ``Exit_status``: 0 success; > 256 killed by signal ``status - 256`` (``qdel``
+of a running job: 271 = SIGTERM); negative values are PBS's own ``JOB_EXEC_*`` codes (-29
+walltime exceeded, -27 memory exceeded, -20 lost contact with the node...). ``substate`` 91
+(terminated) marks a job deleted with ``qdel`` before it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stalwart.hpc.states import JobStatus, Outcome
+
+__all__ = [
+    "PbsJob",
+    "PbsParseError",
+    "parse_qstat_full",
+    "parse_qstat_json",
+    "parse_qsub",
+    "pbs_job_status",
+    "qdel_argv",
+    "qstat_argv",
+    "qsub_argv",
+]
+
+
+class PbsParseError(ValueError):
+    """Output that does not have the expected shape."""
+
+
+def qsub_argv(script_path: str) -> list[str]:
+    """Submit a script; qsub prints the job id (``101.server``)."""
+    return ["qsub", script_path]
+
+
+def qstat_argv(job_ids: Iterable[str] = ()) -> list[str]:
+    """Full records, finished jobs included (``-x``), as JSON; all jobs when no ids are given."""
+    return ["qstat", "-x", "-f", "-F", "json", *job_ids]
+
+
+def qdel_argv(job_ids: Iterable[str]) -> list[str]:
+    """Delete every job in ``job_ids`` in one call."""
+    return ["qdel", *job_ids]
+
+
+_QSUB = re.compile(r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)\s*$")
+
+
+def parse_qsub(output: str) -> str:
+    """The job id qsub printed (``"101.pbs-head"``)."""
+    for line in output.splitlines():
+        match = _QSUB.match(line)
+        if match:
+            return match.group(1)
+    raise PbsParseError(f"no job id in qsub output {output.strip()!r}")
+
+
+@dataclass(frozen=True)
+class PbsJob:
+    """One PBS job's fields that matter to Stalwart."""
+
+    job_id: str
+    name: str
+    state: str
+    substate: int | None
+    queue: str
+    exit_status: int | None
+    comment: str
+    run_count: int
+
+    @property
+    def status(self) -> JobStatus:
+        """The job's state in Stalwart's words."""
+        return pbs_job_status(self.state, self.exit_status, self.substate, self.comment)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _job(job_id: str, fields: Mapping[str, Any]) -> PbsJob:
+    exit_status = fields.get("Exit_status", fields.get("exit_status"))
+    return PbsJob(
+        job_id=job_id,
+        name=str(fields.get("Job_Name", "")),
+        state=str(fields.get("job_state", "")),
+        substate=_int(fields.get("substate")),
+        queue=str(fields.get("queue", "")),
+        exit_status=_int(exit_status),
+        comment=str(fields.get("comment", "")),
+        run_count=_int(fields.get("run_count")) or 0,
+    )
+
+
+def parse_qstat_json(output: str) -> list[PbsJob]:
+    """``qstat -f -F json`` output (``{"Jobs": {id: {...}}}``; no ``Jobs`` key: no jobs)."""
+    try:
+        document = json.loads(output)
+    except json.JSONDecodeError as exc:
+        raise PbsParseError(f"qstat JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise PbsParseError("qstat JSON: the document is not an object")
+    jobs = document.get("Jobs") or {}
+    if not isinstance(jobs, dict):
+        raise PbsParseError("qstat JSON: 'Jobs' is not an object")
+    return [_job(job_id, fields) for job_id, fields in jobs.items()]
+
+
+def parse_qstat_full(output: str) -> list[PbsJob]:
+    """``qstat -f`` text: ``Job Id: X`` then ``key = value`` lines; a line that starts with a
+    tab continues the previous value."""
+    jobs: list[PbsJob] = []
+    current: str | None = None
+    fields: dict[str, str] = {}
+    key: str | None = None
+    for raw in output.splitlines():
+        if raw.startswith("Job Id:"):
+            if current is not None:
+                jobs.append(_job(current, fields))
+            current, fields, key = raw.split(":", 1)[1].strip(), {}, None
+        elif raw.startswith("\t") and key is not None:
+            fields[key] += raw.strip()
+        elif " = " in raw and current is not None:
+            name, _, value = raw.strip().partition(" = ")
+            key = name.strip()
+            fields[key] = value.strip()
+        elif raw.strip() and current is None:
+            raise PbsParseError(f"qstat -f: expected 'Job Id:' before {raw[:40]!r}")
+    if current is not None:
+        jobs.append(_job(current, fields))
+    return jobs
+
+
+_QUEUED: dict[str, tuple[str, bool]] = {
+    "Q": ("waiting to be scheduled", False),
+    "H": ("held (release it with qrls)", True),
+    "W": ("waiting for its start time", False),
+    "T": ("being moved to another server", False),
+    "M": ("moved to another server", False),
+}
+_LIVE = {
+    "B": ("RUNNING", "array job started"),
+    "R": ("RUNNING", "running"),
+    "S": ("RUNNING", "suspended by PBS"),
+    "U": ("RUNNING", "suspended (the node is busy)"),
+    "E": ("TERMINATING", "exiting"),
+}
+_EXEC_CODES: dict[int, tuple[Outcome, str]] = {
+    -1: (Outcome.FAILED, "PBS could not start it"),
+    -2: (Outcome.FAILED, "PBS could not start it"),
+    -3: (Outcome.NODE_FAILED, "its start failed; PBS will retry"),
+    -10: (Outcome.FAILED, "its user or group is not valid on the node"),
+    -11: (Outcome.PREEMPTED, "requeued by PBS"),
+    -20: (Outcome.NODE_FAILED, "PBS lost contact with its first node"),
+    -24: (Outcome.FAILED, "it used more CPUs than requested"),
+    -25: (Outcome.FAILED, "it used more CPUs than requested"),
+    -26: (Outcome.OUT_OF_MEMORY, "it used more virtual memory than requested"),
+    -27: (Outcome.OUT_OF_MEMORY, "it used more memory than requested"),
+    -28: (Outcome.TIMED_OUT, "it used more CPU time than requested"),
+    -29: (Outcome.TIMED_OUT, "it reached its walltime and was killed"),
+}
+
+
+def pbs_job_status(
+    state: str, exit_status: int | None = None, substate: int | None = None, comment: str = ""
+) -> JobStatus:
+    """Map one PBS job to a :class:`~stalwart.hpc.states.JobStatus` (see the module docs)."""
+    letter = state.strip().upper()[:1]
+    note = comment.strip()
+    if letter in _QUEUED:
+        text, stuck = _QUEUED[letter]
+        if note.startswith("Not Running:"):
+            why = note.removeprefix("Not Running:").strip()
+            text = why if letter == "Q" else f"{text}; {why}"
+        return JobStatus(letter, "ASSIGNED", f"queued: {text}", stuck=stuck)
+    if letter in _LIVE:
+        alloc_state, text = _LIVE[letter]
+        return JobStatus(letter, "RUNNING" if alloc_state == "RUNNING" else "TERMINATING", text)
+    if letter not in ("F", "X", "C"):
+        return JobStatus(letter, None, f"unknown PBS state {state.strip()!r}")
+
+    def end(outcome: Outcome, text: str, signal: int | None = None) -> JobStatus:
+        infra = outcome in (Outcome.NODE_FAILED, Outcome.PREEMPTED)
+        return JobStatus(
+            letter,
+            "TERMINATED",
+            text,
+            outcome=outcome,
+            exit_code=exit_status,
+            signal=signal,
+            infrastructure=infra,
+        )
+
+    if substate == 91 and exit_status is None:
+        return end(Outcome.CANCELED, "deleted (qdel) before it ran")
+    if exit_status is None:
+        return end(Outcome.CANCELED, "ended without an exit status (deleted before it ran)")
+    if exit_status == 0:
+        return end(Outcome.SUCCEEDED, "completed")
+    if exit_status in _EXEC_CODES:
+        outcome, text = _EXEC_CODES[exit_status]
+        return end(outcome, text)
+    if exit_status < 0:
+        return end(Outcome.FAILED, f"PBS could not run it (code {exit_status})")
+    if exit_status > 256:
+        signal = exit_status - 256
+        if signal in (9, 15):
+            return end(Outcome.CANCELED, f"killed by signal {signal} (qdel)", signal)
+        return end(Outcome.FAILED, f"failed: killed by signal {signal}", signal)
+    return end(Outcome.FAILED, f"failed: exited with code {exit_status}")
