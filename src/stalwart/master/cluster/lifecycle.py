@@ -154,7 +154,7 @@ def _trial_outcome(
         log(f"trial {trial.id} is {trial.state}: its run ended ({what})")
         return None
     if trial.searcher_stopped:
-        log(f"trial {trial.id} was stopped by the searcher ({what})")
+        log(f"trial {trial.id} completed: the searcher needs no more of it ({what})")
         return complete_trial(session, trial)
     if (trial.early_exit_reason or "") in _INVALID_HP:
         log(f"trial {trial.id} reported invalid hyperparameters ({what})")
