@@ -133,3 +133,14 @@ def test_unknown_experiment_is_one_line(cli: Cli) -> None:
         result = cli("e", *args, "987654")
         assert result.code == 1, args
         assert one_error_line(result.err) == "error: experiment 987654 not found", args
+
+
+def test_create_prints_what_the_master_noted_about_the_config(cli: Cli, admin: Client) -> None:
+    """A TensorFlow model without an image pin is told which image it gets and how to pin it."""
+    tensorflow = Path(__file__).parents[2] / "examples" / "tensorflow"
+    result = cli("e", "create", str(tensorflow / "unpinned.yaml"), str(tensorflow), "--paused")
+    assert result.code == 0, result.err
+    exp_id = _created(result.out)
+    admin.get_experiment(exp_id).kill()
+    assert "note: the model imports TensorFlow" in result.out
+    assert "framework: tensorflow" in result.out  # how to pin the choice

@@ -66,5 +66,7 @@ def test_the_master_gives_both_configs_the_tensorflow_image(client: Client) -> N
         try:
             image = exp.config["environment"]["image"]
             assert {device: image[device] for device in ("cpu", "cuda")} == _tensorflow_images()
+            imports = [n for n in exp.notices if "the model imports TensorFlow" in n]
+            assert len(imports) == (0 if name == "const.yaml" else 1), exp.notices
         finally:
             exp.kill()

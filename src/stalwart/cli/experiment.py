@@ -132,6 +132,8 @@ def create(
             progress=progress,
         )
     out().print(f"Created experiment {exp.id}", markup=False)
+    for notice in exp.notices:
+        out().print(f"note: {notice}", markup=False)
     if follow and not paused:
         _follow_first_trial(exp)
 

@@ -249,7 +249,9 @@ class Client:
             if exc.message.startswith(_INVALID_CONFIG):
                 raise _config_error(source, exc) from None
             raise
-        return Experiment(self._session, created.experiment)
+        experiment = Experiment(self._session, created.experiment)
+        experiment.notices = list(created.notices)
+        return experiment
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         """One experiment (NotFoundError when there is none)."""

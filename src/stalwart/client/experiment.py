@@ -36,6 +36,8 @@ class Experiment:
     def __init__(self, session: Session, data: V1Experiment) -> None:
         self._session = session
         self.data = data
+        self.notices: list[str] = []
+        """From :meth:`Client.create_experiment`: what the master noted about the config."""
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id}, state={self.state!r})"

@@ -139,6 +139,9 @@ class CreateExperimentResponse(WireModel):
     experiment: V1Experiment = Field(description="The new experiment.")
     config: dict[str, Any] | None = Field(description="Its fully defaulted config.")
     warnings: list[str] = Field(default_factory=list, description="Launch warnings.")
+    notices: list[str] = Field(
+        default_factory=list, description="What to know about the defaulted config."
+    )
 
 
 class GetExperimentResponse(WireModel):

@@ -71,7 +71,7 @@ def post_experiment(
         project_name=project.name if project else None,
         workspace_id=project.workspace_id if project else None,
     )
-    return CreateExperimentResponse(experiment=wire, config=exp.config)
+    return CreateExperimentResponse(experiment=wire, config=exp.config, notices=created.notices)
 
 
 def _json(model: WireModel) -> Response:

@@ -162,6 +162,12 @@ class CreateExperimentResponse(WireModel):
     warnings: list[str] = Field(
         default_factory=list, description="Only LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED."
     )
+    notices: list[str] = Field(
+        default_factory=list,
+        description="Stalwart: what the submitter should know about the defaulted config (e.g. "
+        "which task image the model's imports chose, and how to pin it). Clients that do not "
+        "know the field ignore it.",
+    )
 
 
 class ExperimentSortBy(StrEnum):
