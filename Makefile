@@ -22,8 +22,8 @@ demo: $(STAMP)
 	BIN=$(BIN) bash scripts/demo.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples scripts
+	$(BIN)/ruff format --check src tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
