@@ -40,6 +40,7 @@ from pydantic import ValidationError
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
 from stalwart.agent.daemon import Daemon
+from stalwart.agent.isolation import probe
 from stalwart.agent.protocol import (
     AGENT_TOKEN_HEADER,
     SlotInfo,
@@ -265,13 +266,39 @@ class AgentLoop:
         self._exits = self._exits or self._news_inflight  # they may not have arrived
 
 
+def _process_runner(settings: AgentSettings) -> ProcessRunner:
+    """A ProcessRunner with mount namespaces as ``settings.mount_namespaces`` and the node allow.
+
+    Raises FailedPreconditionError under ``require`` when the node does not allow them.
+    """
+    if settings.mount_namespaces == "off":
+        return ProcessRunner()
+    found = probe(settings.home / "tmp")
+    if not isinstance(found, str):
+        every = settings.mount_namespaces == "require"
+        log.info(
+            "%s run in private mount namespaces (/run/determined, /determined_shared_fs)",
+            "tasks" if every else "tasks whose Python has the official harness",
+        )
+        return ProcessRunner(found, every_task=every)
+    if settings.mount_namespaces == "require":
+        raise FailedPreconditionError(f"no private mount namespaces for tasks: {found}")
+    log.warning(
+        "tasks run without private mount namespaces (%s): tasks using the official `determined` "
+        "harness will not find /run/determined/info or /determined_shared_fs; run the agent as "
+        "root or allow unprivileged user namespaces",
+        found,
+    )
+    return ProcessRunner(no_namespace_reason=found)
+
+
 def create_agent(
     settings: AgentSettings, slots: list[SlotInfo], base_env: Mapping[str, str] | None = None
 ) -> AgentLoop:
     """Wire the pieces for ``settings``: runner, log shipper, context download, daemon."""
     runner: Runner
     if settings.container_runtime == "none":
-        runner = ProcessRunner()
+        runner = _process_runner(settings)
     else:
         runner = ContainerRunner(
             settings.container_runtime,

@@ -5,6 +5,9 @@ Output goes to ``stdout.log`` / ``stderr.log`` in the container directory, and t
 threads per container tail those files and hand complete lines to the sink. Files rather than
 pipes: a container outlives the agent (``stalwart agent`` stops without ``--kill-on-exit``),
 and a pipe whose reader is gone would kill it with EPIPE at its next print.
+
+Where the node allows it, :class:`ProcessRunner` starts each task in a private mount namespace
+(:mod:`stalwart.agent.isolation`) so that the official harness finds its fixed paths.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from stalwart.agent.isolation import FALLBACK_TASK_NOTE, MountNamespaces, has_determined, task_binds
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.workspace import Workspace
 from stalwart.errors import StalwartError
@@ -182,17 +187,65 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+def _check_executable(command: str, cwd: Path, env: dict[str, str]) -> None:
+    """ContainerStartError when ``command`` cannot be found, as Popen would raise for it (the
+    namespace wrapper would only exit 127: a start failure must stay one)."""
+    if os.sep in command:
+        found = os.access(cwd / command, os.X_OK)
+    else:
+        found = shutil.which(command, path=env.get("PATH", os.defpath)) is not None
+    if not found:
+        raise ContainerStartError(f"cannot start {command!r}: No such file or directory")
+
+
 class ProcessRunner(Runner):
     """Runs ``TaskSpec.argv`` as a local process in its own session and process group.
 
     The working directory is the workspace's ``workdir`` and the environment is the
     workspace's. Signals go to the whole group. When the main process exits, whatever is left
     of its group is killed (as a container's processes die with it).
+
+    ``namespaces`` (from :func:`stalwart.agent.isolation.probe`): start each task whose Python
+    can import ``determined`` (every task with ``every_task``) through nsexec in its own mount
+    namespace (nsexec execs the command, so the pid, group, signals and exit code are the
+    command's). Other tasks run in the agent's namespace; when ``no_namespace_reason`` is set,
+    each task whose Python has ``determined`` gets a warning line saying why at the top of its
+    stderr.
     """
+
+    namespaces: MountNamespaces | None = None
+    no_namespace_reason: str | None = None
+
+    def __init__(
+        self,
+        namespaces: MountNamespaces | None = None,
+        no_namespace_reason: str | None = None,
+        *,
+        every_task: bool = False,
+    ) -> None:
+        self.namespaces = namespaces
+        self.no_namespace_reason = no_namespace_reason
+        self.every_task = every_task
 
     def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
         """The argv and environment of the process to start (ContainerRunner overrides it)."""
-        return list(spec.argv), dict(workspace.env)
+        argv, env = list(spec.argv), dict(workspace.env)
+        if (
+            self.namespaces is not None
+            and argv
+            and (self.every_task or has_determined(workspace.python))
+        ):
+            _check_executable(argv[0], workspace.workdir, env)
+            try:
+                binds = task_binds(spec, workspace)
+            except OSError as exc:
+                raise ContainerStartError(f"cannot prepare the task's mounts: {exc}") from exc
+            return self.namespaces.wrap(argv, binds), env
+        if self.no_namespace_reason is not None and has_determined(workspace.python):
+            note = FALLBACK_TASK_NOTE.format(reason=self.no_namespace_reason)
+            with workspace.stderr_path.open("a", encoding="utf-8") as stream:
+                stream.write(note + "\n")
+        return argv, env
 
     def handle_name(self, spec: TaskSpec) -> str:
         """The handle's name (ContainerRunner: the engine's container name)."""

@@ -22,6 +22,7 @@ from stalwart.errors import InvalidArgumentError
 __all__ = [
     "AgentSettings",
     "ContainerRuntime",
+    "MountNamespaceMode",
     "PythonMapping",
     "default_address",
     "is_loopback_url",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 ContainerRuntime = Literal["none", "docker", "podman"]
+MountNamespaceMode = Literal["auto", "require", "off"]
 
 
 class _Settings(BaseModel):
@@ -65,6 +67,13 @@ class AgentSettings(_Settings):
     )
     container_runtime: ContainerRuntime = Field(
         default="none", description="none (local processes), docker or podman."
+    )
+    mount_namespaces: MountNamespaceMode = Field(
+        default="auto",
+        description="Local tasks in private mount namespaces (their own /run/determined and "
+        "/determined_shared_fs, for the official harness): auto (tasks whose Python can import "
+        "determined, when the node allows it), require (every task; refuse to start without) "
+        "or off.",
     )
     kill_on_exit: bool = Field(
         default=False, description="Kill the containers when the agent stops (default: leave)."

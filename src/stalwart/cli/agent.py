@@ -2,7 +2,8 @@
 
 ``stalwart agent --master URL [--id NAME] [--slots N] [--slot-type cpu|cuda|rocm] [--pool NAME]
 [--token TOKEN | STALWART_AGENT_TOKEN | --token-file FILE] [--home DIR] [--address ADDR]
-[--python PATTERN=PATH ...] [--container-runtime none|docker|podman] [--kill-on-exit]``
+[--python PATTERN=PATH ...] [--container-runtime none|docker|podman]
+[--mount-namespaces auto|require|off] [--kill-on-exit]``
 
 ``stalwart agent list [--json]`` lists the master's agents instead.
 
@@ -76,6 +77,13 @@ def agent(
         Literal["none", "docker", "podman"],
         typer.Option(help="none (local processes), docker or podman."),
     ] = "none",
+    mount_namespaces: Annotated[
+        Literal["auto", "require", "off"],
+        typer.Option(
+            help="Run local tasks in private mount namespaces (their own /run/determined, for "
+            "the official harness): auto (when the node allows it), require, or off."
+        ),
+    ] = "auto",
     kill_on_exit: Annotated[
         bool, typer.Option(help="Stop the containers when the agent stops.")
     ] = False,
@@ -108,6 +116,7 @@ def agent(
             addresses=[address] if address else [],
             pythons=[parse_python_mapping(item) for item in python or ()],
             container_runtime=container_runtime,
+            mount_namespaces=mount_namespaces,
             kill_on_exit=kill_on_exit,
         )
     except ValidationError as exc:

@@ -1,0 +1,200 @@
+"""Each local task's own view of Determined's fixed paths, through a private mount namespace.
+
+The official harness (``import determined as det``) reads ``/run/determined/info/*.json`` and
+writes ``shared_fs`` checkpoints under ``/determined_shared_fs``: fixed paths, with no variable
+to move them. :class:`~stalwart.agent.runner.ProcessRunner` therefore starts every task through
+:mod:`stalwart.agent.nsexec` when the node allows it, which gives the task its own mount
+namespace where (see :func:`task_binds`)
+
+- ``/run/determined`` is the task's run directory (``<workspace>/run``, with ``info/``, and
+  ``train/model``: the model definition as extracted, which the harness copies into checkpoints
+  of legacy Trials; hard links to the workdir's files at start),
+- ``/run/determined/workdir`` is its working directory (``<workspace>/workdir``),
+- ``/determined_shared_fs`` is the ``host_path`` of its ``shared_fs`` checkpoint storage.
+
+Concurrent tasks never see each other's files, and nothing changes on the host but two empty
+mount points (``/run/determined``, ``/determined_shared_fs``), created once.
+
+Whether the node allows it is found once, at agent start (:func:`probe`): root (or
+``CAP_SYS_ADMIN``) uses a mount namespace; any other user a user namespace as well, which needs
+unprivileged user namespaces and both mount points to exist already (an administrator creates
+them once). The agent setting ``mount_namespaces`` chooses: ``auto`` (when the probe passes,
+for each task whose Python can import ``determined``: the others do not need it and start
+faster without the wrapper; when it fails, tasks run as before and the agent's log and the log
+of each such task say so), ``require`` (every task; the agent refuses to start without it) or
+``off`` (never).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stalwart.agent.nsexec import Bind
+from stalwart.agent.protocol import TaskSpec
+from stalwart.agent.workspace import Workspace
+
+__all__ = [
+    "FALLBACK_TASK_NOTE",
+    "RUN_DIR_TARGET",
+    "SHARED_FS_TARGET",
+    "MountNamespaces",
+    "has_determined",
+    "probe",
+    "shared_fs_host_path",
+    "task_binds",
+]
+
+RUN_DIR_TARGET = "/run/determined"
+SHARED_FS_TARGET = "/determined_shared_fs"
+_PROBE_TIMEOUT_S = 10.0
+
+FALLBACK_TASK_NOTE = (
+    "WARNING: this agent cannot give tasks a private mount namespace ({reason}), so the "
+    "official `determined` harness will not find /run/determined/info or "
+    "/determined_shared_fs; run the agent as root or allow unprivileged user namespaces "
+    "(see docs/cluster.md). Stalwart's own harness (`import stalwart as det`) is unaffected."
+)
+"""The line a task's log gets when it runs without a namespace; ``{reason}`` is the probe's."""
+
+
+@dataclass(frozen=True)
+class MountNamespaces:
+    """How to start commands in a private mount namespace on this node.
+
+    ``python`` runs :mod:`stalwart.agent.nsexec` (the agent's own interpreter, isolated with
+    ``-I`` so the task's ``PYTHON*`` variables cannot affect it); ``user`` adds a user namespace
+    (an unprivileged agent).
+    """
+
+    python: str = sys.executable
+    user: bool = False
+
+    def wrap(self, argv: Sequence[str], binds: Sequence[Bind], *, check: bool = False) -> list[str]:
+        """``argv`` run through nsexec with ``binds`` (the wrapper then execs ``argv``); with
+        ``check``, the command line of nsexec's self-check instead (``argv`` is ignored)."""
+        out = [self.python, "-I", "-m", "stalwart.agent.nsexec"]
+        if self.user:
+            out.append("--user")
+        for source, target in binds:
+            out += ["--bind", f"{source}:{target}"]
+        return [*out, "--check"] if check else [*out, "--", *argv]
+
+
+def probe(scratch: Path, python: str = sys.executable) -> MountNamespaces | str:
+    """A working :class:`MountNamespaces`, or why there is none (one line).
+
+    Runs ``nsexec --check`` with two directories under ``scratch`` bound on the real mount
+    points, so a pass means every task's binds can work (mount points included).
+    """
+    if not sys.platform.startswith("linux"):
+        return f"mount namespaces need Linux, this is {sys.platform}"
+    spaces = MountNamespaces(python=python, user=os.geteuid() != 0)
+    scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="nsprobe-", dir=scratch))
+    try:
+        (work / "run").mkdir()
+        (work / "shared").mkdir()
+        binds = [(str(work / "run"), RUN_DIR_TARGET), (str(work / "shared"), SHARED_FS_TARGET)]
+        argv = spaces.wrap([], binds, check=True)
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=_PROBE_TIMEOUT_S,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the namespace check could not run: {exc}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if done.returncode == 0:
+        return spaces
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    detail = lines[-1] if lines else f"exit code {done.returncode}"
+    who = "as root" if not spaces.user else f"as uid {os.geteuid()} with a user namespace"
+    return f"{detail.removeprefix('stalwart nsexec: ')} ({who})"
+
+
+def shared_fs_host_path(spec: TaskSpec) -> str | None:
+    """The ``host_path`` of the task's ``shared_fs`` checkpoint storage, if it has one.
+
+    Read from ``DET_EXPERIMENT_CONFIG`` (the fully defaulted config the master hands the task).
+    """
+    try:
+        config: Any = json.loads(spec.env.get("DET_EXPERIMENT_CONFIG") or "{}")
+    except ValueError:
+        return None
+    storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
+    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
+        return None
+    host_path = storage.get("host_path")
+    return host_path if isinstance(host_path, str) and os.path.isabs(host_path) else None
+
+
+def task_binds(spec: TaskSpec, workspace: Workspace) -> list[Bind]:
+    """The binds of one task (module docstring), creating the directories they need.
+
+    The ``shared_fs`` host path is created when missing (as Docker does for a bind mount).
+    Raises OSError when a directory cannot be created.
+    """
+    (workspace.run_dir / "workdir").mkdir(exist_ok=True)  # the nested mount point
+    _model_copy(workspace.workdir, workspace.run_dir / "train" / "model")
+    binds: list[Bind] = [
+        (str(workspace.run_dir), RUN_DIR_TARGET),
+        (str(workspace.workdir), f"{RUN_DIR_TARGET}/workdir"),
+    ]
+    host_path = shared_fs_host_path(spec)
+    if host_path is not None:
+        Path(host_path).mkdir(parents=True, exist_ok=True)
+        binds.append((host_path, SHARED_FS_TARGET))
+    return binds
+
+
+def _model_copy(workdir: Path, model: Path) -> None:
+    """``model``: the workdir's tree as hard links (a copy where links fail), made once."""
+    if model.exists():
+        return
+    model.parent.mkdir(parents=True, exist_ok=True)
+
+    def link(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(workdir, model, symlinks=True, copy_function=link)
+
+
+@functools.cache
+def has_determined(python: Path) -> bool:
+    """Whether ``python`` can import the official harness (``determined``): asked once per
+    interpreter (about 20 ms) and remembered, so a task start costs nothing more."""
+    try:
+        found = subprocess.run(
+            [str(python), "-I", "-c", _FIND_DETERMINED],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
+_FIND_DETERMINED = (
+    "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('determined') else 1)"
+)

@@ -1,0 +1,226 @@
+"""Private mount namespaces for local tasks: nsexec's command line, the binds of a task, the
+probe, and real tasks started by ProcessRunner through nsexec (their own /run/determined, the
+group, signals, exit codes and the exit hint kept), plus the note when there is no namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from stalwart.agent import nsexec
+from stalwart.agent.isolation import (
+    FALLBACK_TASK_NOTE,
+    RUN_DIR_TARGET,
+    SHARED_FS_TARGET,
+    MountNamespaces,
+    has_determined,
+    probe,
+    shared_fs_host_path,
+    task_binds,
+)
+from stalwart.agent.protocol import TaskSpec
+from stalwart.agent.runner import ContainerStartError, ProcessRunner
+from stalwart.agent.workspace import Workspace
+from tests.agent.conftest import PY, wait_for
+from tests.agent.test_runner import Sink, finish, spec, workspace
+
+
+def _config_env(storage: object) -> dict[str, str]:
+    return {"DET_EXPERIMENT_CONFIG": json.dumps({"checkpoint_storage": storage})}
+
+
+# --- pure parts ----------------------------------------------------------------------------------
+
+
+def test_nsexec_arguments() -> None:
+    args = ["--user", "--bind", "/a:/run/determined", "--bind", "/b:c:/d", "--", "sh", "-c", "x"]
+    assert nsexec.parse_args(args) == (
+        [("/a", "/run/determined"), ("/b:c", "/d")],
+        True,
+        False,
+        ["sh", "-c", "x"],
+    )
+    assert nsexec.parse_args(["--check", "--bind", "/a:/b"]) == ([("/a", "/b")], False, True, [])
+    for bad in (["--bind", "nocolon", "--", "x"], ["--what", "--", "x"], ["--bind", "/a:/b"]):
+        assert nsexec.main(bad) == nsexec.EXIT_FAILED
+
+
+def test_wrap() -> None:
+    spaces = MountNamespaces(python="/py", user=True)
+    assert spaces.wrap(["a", "b"], [("/s", "/t")]) == [
+        "/py", "-I", "-m", "stalwart.agent.nsexec", "--user", "--bind", "/s:/t", "--", "a", "b",
+    ]  # fmt: skip
+    assert MountNamespaces(python="/py").wrap(["a"], [("/s", "/t")], check=True) == [
+        "/py", "-I", "-m", "stalwart.agent.nsexec", "--bind", "/s:/t", "--check",
+    ]  # fmt: skip
+
+
+def test_shared_fs_host_path() -> None:
+    def host_path(env: dict[str, str]) -> str | None:
+        return shared_fs_host_path(spec("", env=env))
+
+    assert host_path(_config_env({"type": "shared_fs", "host_path": "/ckpt"})) == "/ckpt"
+    assert host_path(_config_env({"type": "s3", "bucket": "b"})) is None
+    assert host_path(_config_env({"type": "shared_fs", "host_path": "relative"})) is None
+    assert host_path({"DET_EXPERIMENT_CONFIG": "not json"}) is None
+    assert host_path({}) is None
+
+
+def test_task_binds(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    (ws.workdir / "pkg").mkdir()
+    (ws.workdir / "pkg" / "model.py").write_text("x = 1")
+    shared = tmp_path / "shared" / "ckpt"
+    binds = task_binds(
+        spec("", env=_config_env({"type": "shared_fs", "host_path": str(shared)})), ws
+    )
+    assert binds == [
+        (str(ws.run_dir), RUN_DIR_TARGET),
+        (str(ws.workdir), f"{RUN_DIR_TARGET}/workdir"),
+        (str(shared), SHARED_FS_TARGET),
+    ]
+    assert shared.is_dir()
+    assert (ws.run_dir / "workdir").is_dir()
+    copy = ws.run_dir / "train" / "model" / "pkg" / "model.py"
+    assert copy.read_text() == "x = 1"  # the model definition, for the harness
+    assert copy.stat().st_ino == (ws.workdir / "pkg" / "model.py").stat().st_ino
+    assert task_binds(spec(""), ws)[2:] == []
+
+
+def _venv(root: Path, *, determined: bool) -> Path:
+    """A real venv (no pip) whose Python can import ``determined`` or not; its python."""
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(root)], check=True)
+    if determined:
+        (site,) = root.glob("lib/python3*/site-packages")
+        (site / "determined").mkdir()
+        (site / "determined" / "__init__.py").write_text("")
+    return root / "bin" / "python"
+
+
+def test_has_determined_asks_the_interpreter(tmp_path: Path) -> None:
+    assert not has_determined(_venv(tmp_path / "plain", determined=False))
+    assert has_determined(_venv(tmp_path / "official", determined=True))
+    assert not has_determined(tmp_path / "missing" / "bin" / "python")
+
+
+def test_auto_wraps_only_tasks_that_have_the_official_harness(
+    spaces: MountNamespaces, tmp_path: Path
+) -> None:
+    runner = ProcessRunner(spaces)
+    for python, wrapped in (
+        (_venv(tmp_path / "plain", determined=False), False),
+        (_venv(tmp_path / "official", determined=True), True),
+    ):
+        base = workspace(tmp_path / f"ws-{python.parent.parent.name}")
+        ws = Workspace(base.root, base.run_dir, base.workdir, python, base.env)
+        argv, _ = runner.command(spec("print('hi')"), ws)
+        assert ("stalwart.agent.nsexec" in argv) is wrapped, argv
+    every = ProcessRunner(spaces, every_task=True)
+    argv, _ = every.command(spec("print('hi')"), workspace(tmp_path / "ws-every"))
+    assert "stalwart.agent.nsexec" in argv
+
+
+def test_probe_reports_why_it_fails(tmp_path: Path) -> None:
+    found = probe(tmp_path, python="/bin/false")
+    assert isinstance(found, str)
+    assert "exit code 1" in found
+    assert list(tmp_path.iterdir()) == []  # the scratch directories are gone
+
+
+# --- real namespaces -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spaces(tmp_path_factory: pytest.TempPathFactory) -> MountNamespaces:
+    found = probe(tmp_path_factory.mktemp("probe"))
+    if isinstance(found, str):
+        pytest.skip(f"no mount namespaces here: {found}")
+    return found
+
+
+SHOW = (
+    "import json, os, time\n"
+    "print(open('/run/determined/info/cluster.json').read(), flush=True)\n"
+    "print(json.dumps(sorted(os.listdir('/determined_shared_fs'))), flush=True)\n"
+    "print(os.getpgid(0) == os.getpid(), os.getsid(0) == os.getpid(), flush=True)\n"
+    "time.sleep(float(os.environ.get('HOLD', '0')))\n"
+    "raise SystemExit(int(os.environ.get('CODE', '0')))\n"
+)
+
+
+def _task(tmp_path: Path, name: str, shared: Path, **env: str) -> tuple[Workspace, TaskSpec]:
+    ws = workspace(tmp_path / name, **env)
+    (ws.run_dir / "info").mkdir()
+    (ws.run_dir / "info" / "cluster.json").write_text(name)
+    config = _config_env({"type": "shared_fs", "host_path": str(shared)})
+    return ws, spec(SHOW, env=config, allocation_id=f"{name}.1")
+
+
+def test_each_task_sees_its_own_run_dir(spaces: MountNamespaces, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "ckpt-1").mkdir()
+    runner, hints = ProcessRunner(spaces, every_task=True), threading.Semaphore(0)
+    runner.on_exit = hints.release
+    started = []
+    for name, code in (("one", "0"), ("two", "7")):
+        ws, task = _task(tmp_path, name, shared, HOLD="0.5", CODE=code)
+        sink = Sink()
+        started.append((runner.start(task, ws, sink), sink))
+    assert [finish(runner, handle) for handle, _ in started] == [0, 7]
+    assert hints.acquire(timeout=5)
+    assert hints.acquire(timeout=5)
+    for (_, sink), name in zip(started, ("one", "two"), strict=True):
+        assert sink.text() == [f"{name}\n", '["ckpt-1"]\n', "True True\n"]
+    assert os.listdir(RUN_DIR_TARGET) == []  # nothing on the host's mount points
+    assert os.listdir(SHARED_FS_TARGET) == []
+
+
+def test_signals_reach_the_command_and_its_group(spaces: MountNamespaces, tmp_path: Path) -> None:
+    script = (
+        "import subprocess, time\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "print(child.pid, flush=True); time.sleep(60)\n"
+    )
+    runner, sink = ProcessRunner(spaces, every_task=True), Sink()
+    handle = runner.start(spec(script), workspace(tmp_path), sink)
+    wait_for("the child to start", lambda: bool(sink.text()))
+    runner.terminate(handle)
+    assert finish(runner, handle) == -signal.SIGTERM
+    orphan = int(sink.text()[0])
+    wait_for("the group to die", lambda: not Path(f"/proc/{orphan}").exists() or _zombie(orphan))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_missing_command_is_a_start_failure(spaces: MountNamespaces, tmp_path: Path) -> None:
+    runner = ProcessRunner(spaces, every_task=True)
+    with pytest.raises(ContainerStartError, match="cannot start 'no-such-command'"):
+        runner.start(spec("", argv=["no-such-command"]), workspace(tmp_path), Sink())
+
+
+# --- no namespace --------------------------------------------------------------------------------
+
+
+def test_without_namespaces_determined_tasks_get_a_note(tmp_path: Path) -> None:
+    official = _venv(tmp_path / "venv", determined=True)
+    runner = ProcessRunner(no_namespace_reason="unshare: Operation not permitted")
+    for python, noted in ((official, True), (Path(PY), False)):
+        base = workspace(tmp_path / ("official" if noted else "plain"))
+        ws = Workspace(base.root, base.run_dir, base.workdir, python, base.env)
+        sink = Sink()
+        assert finish(runner, runner.start(spec("print('hi')"), ws, sink)) == 0
+        note = FALLBACK_TASK_NOTE.format(reason="unshare: Operation not permitted") + "\n"
+        assert sink.text("stderr") == ([note] if noted else [])
+        assert sink.text() == ["hi\n"]
