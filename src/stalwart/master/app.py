@@ -23,6 +23,7 @@ from stalwart.master.api import (
     agents,
     allocations,
     auth,
+    batch,
     checkpoints,
     experiments,
     info,
@@ -144,6 +145,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         agent_sync,
         tasks,
         allocations,
+        batch,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     return app

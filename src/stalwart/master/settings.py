@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stalwart.config.validation import problems_from_error, render_problems
 from stalwart.errors import ConfigError
+from stalwart.master.slurm.settings import AgentManagerSettings, ResourceManager
 
 __all__ = ["ClusterSettings", "Limits", "MasterSettings", "SecuritySettings", "load_settings"]
 
@@ -118,6 +119,11 @@ class MasterSettings(_Settings):
     )
     resource_pools: list[dict[str, Any]] = Field(
         default_factory=list, description="Resource pools (name, task_container_defaults...)."
+    )
+    resource_manager: ResourceManager = Field(
+        default_factory=AgentManagerSettings,
+        description="Where tasks run: `{type: agent}` (Stalwart agents, the default) or "
+        "`{type: slurm, job_storage_root: ..., ...}` (Slurm batch jobs).",
     )
 
     @property

@@ -11,6 +11,8 @@ agent lost it or could not start it):
 - trial ACTIVE, exit 0 after acknowledging a preemption: preempted, so it stays ACTIVE and the
   loop gives it a new allocation that resumes from its latest checkpoint;
 - trial ACTIVE, exit 0: COMPLETED;
+- trial ACTIVE, an allocation that could never run (``retry=False``: a batch job the batch
+  system rejected): ERROR at once, restarts left or not (retrying cannot help);
 - trial ACTIVE, any other exit: restarted (``restarts`` + 1; a new allocation resumes from the
   latest checkpoint) while ``restarts < max_restarts``, else ERROR (an early exit, ERRORED);
 - trial PAUSED: stays PAUSED (activate resumes it);
@@ -105,7 +107,12 @@ def _max_restarts(experiment: Experiment) -> int:
 
 
 def end_allocation(
-    session: Session, allocation: Allocation, exit_code: int | None, reason: str | None = None
+    session: Session,
+    allocation: Allocation,
+    exit_code: int | None,
+    reason: str | None = None,
+    *,
+    retry: bool = True,
 ) -> TrialExit | None:
     """Record the end of ``allocation`` and decide its trial's fate (see the module contract)."""
     if allocation.state == "TERMINATED":
@@ -123,7 +130,7 @@ def end_allocation(
     experiment = session.get(Experiment, trial.experiment_id)
     if experiment is None:
         return None
-    result = _trial_outcome(session, experiment, trial, allocation, exit_code, reason)
+    result = _trial_outcome(session, experiment, trial, allocation, exit_code, reason, retry)
     session.flush()
     settle_experiment(session, experiment)
     session.flush()
@@ -137,6 +144,7 @@ def _trial_outcome(
     allocation: Allocation,
     exit_code: int | None,
     reason: str | None,
+    retry: bool = True,
 ) -> TrialExit | None:
     what = _describe(exit_code, reason)
 
@@ -165,6 +173,9 @@ def _trial_outcome(
     if exit_code == 0:
         log(f"trial {trial.id} completed")
         return complete_trial(session, trial)
+    if not retry:
+        log(f"trial {trial.id} failed ({what}); retrying cannot help: ERROR")
+        return fail_trial(session, trial)
     limit = _max_restarts(experiment)
     if trial.restarts < limit:
         trial.restarts += 1

@@ -22,6 +22,10 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
 7. **Settling and checkpoint GC**: stopping experiments whose trials ended reach their terminal
    state; ended experiments get their checkpoint GC.
 
+With ``resource_manager: {type: slurm}``, :class:`~stalwart.master.slurm.manager.SlurmManager`
+records its jobs' news (scancel, one squeue/sacct poll, rejected jobs) just before step 2, and
+submits batch jobs in place of step 5's agent placement.
+
 Every step reads the database afresh and commits in short transactions; a crash at any point
 loses nothing (the next round, or the next master, carries on). Signals are delivered after
 their commit. A round that raises is logged and the loop goes on.
@@ -60,6 +64,8 @@ from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
+from stalwart.master.slurm.manager import SlurmManager
+from stalwart.master.slurm.settings import SlurmSettings
 from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
 from stalwart.master.transitions import (
     EXPERIMENT_TERMINAL,
@@ -88,6 +94,13 @@ class ClusterLoop:
         self._preempt_seen: dict[str, float] = {}
         self._explained: set[str] = set()
         self.rounds = 0
+        self.batch = (
+            SlurmManager(state)
+            if isinstance(state.settings.resource_manager, SlurmSettings)
+            else None
+        )
+        """The batch resource manager (Slurm) when configured: it replaces agent placement
+        (step 5) and records its jobs' news before step 2."""
 
     # -- thread ------------------------------------------------------------------------------
 
@@ -126,7 +139,8 @@ class ClusterLoop:
         with self.state.lifecycle:
             try:
                 self._reap_lost_agents()
-                exits = self._end_allocations()
+                exits = self.batch.sync() if self.batch is not None else []
+                exits += self._end_allocations()
                 experiments = self.state.hints.take_experiments() | {e.experiment_id for e in exits}
                 now = time.monotonic()
                 sweep = now - self._last_sweep >= _SWEEP_SECONDS
@@ -292,6 +306,9 @@ class ClusterLoop:
 
     # 5. scheduling
     def _schedule(self) -> None:
+        if self.batch is not None:
+            self.batch.schedule()
+            return
         with self._session() as session:
             snapshot = read_snapshot(session, self.state.settings)
         if not any(not r.running for r in snapshot.requests):

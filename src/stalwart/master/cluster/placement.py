@@ -28,13 +28,10 @@ from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
     Agent,
     Allocation,
-    Checkpoint,
     Container,
     Experiment,
     Slot,
     Task,
-    Trial,
-    User,
 )
 from stalwart.master.scheduler import (
     AgentView,
@@ -48,13 +45,13 @@ from stalwart.master.scheduler import (
     SlotView,
     Snapshot,
 )
-from stalwart.master.services.allocations import LOOPBACK, container_id
+from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.services.task_spec import (
     ContainerPlan,
+    allocation_task_specs,
     free_port_offset,
     ports_for,
-    trial_task_specs,
 )
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
@@ -279,34 +276,20 @@ def claim(
     allocation.token_sha256 = token_sha256(token)
     allocation.agent_id = agent_ids[0]
     plans = _plans(session, placement)
-    found = session.execute(  # the trial and what its spec needs, in one query
-        select(Trial, Experiment, User.username, Experiment.model_definition.is_not(None))
-        .join(Task, Task.trial_id == Trial.id)
-        .join(Experiment, Experiment.id == Trial.experiment_id)
-        .outerjoin(User, User.id == Experiment.owner_id)
-        .where(Task.task_id == allocation.task_id)
-    ).one_or_none()
-    if found is None:
-        session.rollback()
-        return None
-    trial, experiment, username, has_context = found
-    latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
     slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
     device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
-    specs = trial_task_specs(
-        experiment=experiment,
-        trial=trial,
-        allocation=allocation,
+    specs = allocation_task_specs(
+        session,
+        allocation,
+        plans,
         token=token,
-        containers=plans,
-        container_ids=[container_id(allocation.id, p.rank) for p in plans],
+        ports=ports,
         device_type=device,
         cluster_id=cluster_id,
-        username=username or "",
-        ports=ports,
-        latest=latest if latest is not None and latest.state == "COMPLETED" else None,
-        has_context=bool(has_context),
     )
+    if specs is None:
+        session.rollback()
+        return None
     for plan, spec in zip(plans, specs, strict=True):
         session.add(
             Container(

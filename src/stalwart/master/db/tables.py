@@ -259,6 +259,8 @@ class Allocation(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
     accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
+    batch_job_id: Mapped[str | None] = mapped_column(String(64))
+    """The batch system's job id (Slurm) once submitted; None on agents."""
 
 
 LIVE_CONTAINER_STATES = ("ASSIGNED", "STARTING", "RUNNING")

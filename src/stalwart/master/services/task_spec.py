@@ -18,12 +18,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from stalwart.agent.protocol import DeviceType, TaskSpec
-from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Trial
+from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Task, Trial, User
+from stalwart.master.services.allocations import container_id
 
 __all__ = [
     "PORT_BASES",
     "ContainerPlan",
+    "allocation_task_specs",
     "entrypoint_argv",
     "free_port_offset",
     "ports_for",
@@ -106,6 +111,47 @@ def _image(config: Mapping[str, Any], device: DeviceType) -> str:
     if isinstance(image, Mapping):
         return str(image.get(device) or "")
     return str(image or "")
+
+
+def allocation_task_specs(
+    session: Session,
+    allocation: Allocation,
+    containers: Sequence[ContainerPlan],
+    *,
+    token: str,
+    ports: Mapping[str, int],
+    device_type: DeviceType,
+    cluster_id: str,
+) -> list[TaskSpec] | None:
+    """The specs of a trial allocation's containers, read from the database (one query for the
+    trial, its experiment and owner; one for its latest checkpoint); None when the allocation's
+    task is not a trial (or is gone). Used by agent placement and by batch (Slurm) submission.
+    """
+    found = session.execute(
+        select(Trial, Experiment, User.username, Experiment.model_definition.is_not(None))
+        .join(Task, Task.trial_id == Trial.id)
+        .join(Experiment, Experiment.id == Trial.experiment_id)
+        .outerjoin(User, User.id == Experiment.owner_id)
+        .where(Task.task_id == allocation.task_id)
+    ).one_or_none()
+    if found is None:
+        return None
+    trial, experiment, username, has_context = found
+    latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    return trial_task_specs(
+        experiment=experiment,
+        trial=trial,
+        allocation=allocation,
+        token=token,
+        containers=containers,
+        container_ids=[container_id(allocation.id, c.rank) for c in containers],
+        device_type=device_type,
+        cluster_id=cluster_id,
+        username=username or "",
+        ports=ports,
+        latest=latest if latest is not None and latest.state == "COMPLETED" else None,
+        has_context=bool(has_context),
+    )
 
 
 def trial_task_specs(

@@ -1,0 +1,82 @@
+"""Routes: the batch-job launcher's calls (``python -m stalwart.hpc.task``, on compute nodes).
+
+Only an allocation token opens them, and only for its own allocation (403 otherwise; users get
+403 too: these calls speak for a running task).
+
+- ``POST /allocations/{id}/batch/start`` ``{rank, node}``: the rank's stored
+  :class:`~stalwart.agent.protocol.TaskSpec` (``{"spec": ...}``), and the container and the
+  allocation become RUNNING. An allocation being killed (TERMINATING, TERMINATED) answers
+  ``{"spec": null, "message": ...}``: the launcher exits without running anything.
+- ``POST /allocations/{id}/batch/exit`` ``{rank, exit_code, reason}``: the container exited
+  (the first report wins; the tracker's later word about the Slurm job changes nothing). The
+  cluster loop is poked so that the allocation ends within a round, as on agents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from stalwart.errors import ForbiddenError, NotFoundError
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
+from stalwart.master.api.models.common import WireRequest
+from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.services.allocations import STOPPING_STATES, get_allocation
+from stalwart.master.slurm import jobs
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["batch"])
+
+
+class BatchStartRequest(WireRequest):
+    rank: int = Field(default=0, ge=0)
+    node: str = ""
+
+
+class BatchExitRequest(WireRequest):
+    rank: int = Field(default=0, ge=0)
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+def _own(session: Any, allocation_id: str, caller: Caller) -> Allocation:
+    if caller.allocation_id != allocation_id:
+        raise ForbiddenError(f"only allocation {allocation_id}'s own token may call this")
+    return get_allocation(session, allocation_id)
+
+
+@router.post("/allocations/{allocation_id}/batch/start")
+def batch_start(
+    allocation_id: str, body: BatchStartRequest, caller: CallerDep, session: SessionDep
+) -> dict[str, Any]:
+    """The rank's spec; the container runs (see the module docstring)."""
+    allocation = _own(session, allocation_id, caller)
+    row = session.get(Container, (allocation_id, body.rank))
+    if row is None or row.agent_id != jobs.BATCH_AGENT:
+        raise NotFoundError(f"allocation {allocation_id} has no batch container {body.rank}")
+    if allocation.state in STOPPING_STATES or row.state == "EXITED":
+        return {"spec": None, "message": f"allocation {allocation_id} is being stopped"}
+    jobs.mark_running(session, allocation, body.rank)
+    spec = dict(row.spec)
+    session.commit()
+    return {"spec": spec}
+
+
+@router.post("/allocations/{allocation_id}/batch/exit")
+def batch_exit(
+    allocation_id: str,
+    body: BatchExitRequest,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+) -> dict[str, Any]:
+    """Record the rank's exit and poke the cluster loop."""
+    _own(session, allocation_id, caller)
+    changed = jobs.mark_exited(session, allocation_id, body.exit_code, body.reason, [body.rank])
+    session.commit()
+    if changed:
+        state.hints.poke()
+    return {}

@@ -1,0 +1,295 @@
+"""The Slurm resource manager: the cluster loop's steps when ``resource_manager.type: slurm``.
+
+The loop calls two methods under its lifecycle lock, in each round (database rows are the truth;
+what is kept here is rebuilt from them after a restart):
+
+- :meth:`SlurmManager.sync` (before the loop ends allocations): cancels, with **one**
+  ``scancel``, the jobs of allocations being killed (TERMINATING, or asked to stop while still
+  queued in Slurm); polls Slurm through the tracker (**one** ``squeue`` and at most **one**
+  ``sacct`` for all jobs, at most every ``poll_interval`` seconds); records what it learns on the
+  container rows (RUNNING; EXITED with Slurm's exit code and a readable reason); and ends the
+  allocations whose job was rejected (their trials error at once). It returns those trial exits
+  for the searchers; the other ends go through the loop's usual step, as on agents.
+- :meth:`SlurmManager.schedule` (instead of agent placement): claims each PENDING allocation
+  (:func:`~stalwart.master.slurm.jobs.claim_batch`, committed), writes its token file (0600) and
+  ``sbatch``\\ es it outside any transaction, then records the job id, or the rejection (argument
+  checks of :mod:`stalwart.hpc`, or Slurm's own message). A transient failure (slurmctld busy)
+  leaves the allocation claimed and unsubmitted: it is submitted again next round, after
+  checking squeue for a job of that name (a master that stopped between ``sbatch`` and the
+  commit of the job id adopts the job instead of submitting it twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from sqlalchemy import select
+
+from stalwart.hpc.errors import HpcCommandError, SchedulerArgsError
+from stalwart.hpc.slurm.client import SlurmClient
+from stalwart.hpc.slurm.script import SlurmOptions
+from stalwart.hpc.slurm.tracker import JobUpdate, SlurmTracker
+from stalwart.hpc.states import Outcome
+from stalwart.master.cluster.lifecycle import TrialExit, master_log
+from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.settings import MasterSettings
+from stalwart.master.slurm import jobs
+from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.state import MasterState, task_logs_key
+from stalwart.master.transitions import set_allocation_state
+
+__all__ = ["SlurmManager", "master_url_for"]
+
+log = logging.getLogger("stalwart.slurm")
+
+
+def master_url_for(settings: MasterSettings, slurm: SlurmSettings) -> str:
+    """The master's URL as compute nodes reach it (``slurm.master_url``, else host:port)."""
+    if slurm.master_url:
+        return slurm.master_url.rstrip("/")
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = os.uname().nodename
+    return f"http://{host}:{settings.port}"
+
+
+def _exit_of(update: JobUpdate) -> tuple[int | None, str]:
+    """A finished job's exit code for its containers (None: no code of the task's own) and the
+    reason shown in the trial's logs."""
+    status = update.status
+    reason = f"Slurm job {update.job_id} {status.reason}"
+    if status.outcome in (Outcome.SUCCEEDED, Outcome.FAILED) and status.exit_code is not None:
+        if status.signal:
+            return -status.signal, reason
+        return status.exit_code, reason
+    return None, reason
+
+
+class SlurmManager:
+    """Slurm as the cluster loop's resource manager (see the module docstring)."""
+
+    def __init__(self, state: MasterState, *, client: SlurmClient | None = None) -> None:
+        settings = state.settings
+        slurm = settings.resource_manager
+        if not isinstance(slurm, SlurmSettings):
+            raise TypeError("SlurmManager needs resource_manager.type: slurm")
+        self.slurm = slurm
+        self.state = state
+        self.sessions = state.sessions
+        self.master_url = master_url_for(settings, slurm)
+        self.python = slurm.python or sys.executable
+        self.client = client or SlurmClient(
+            user=slurm.user,
+            options=SlurmOptions(
+                tres_supported=slurm.tres_supported, gres_supported=slurm.gres_supported
+            ),
+        )
+        self.tracker = SlurmTracker(self.client, min_interval=slurm.poll_interval)
+        self._adopted = False
+        self._cancelled: set[str] = set()
+        self._stuck_logged: dict[str, str] = {}
+
+    # -- sync (loop step 2) -----------------------------------------------------------------
+
+    def sync(self) -> list[TrialExit]:
+        """Cancel, poll, record, end rejected jobs (see the module docstring)."""
+        if not self._adopted:
+            self._adopt()
+        cancelled = self._cancel()
+        self._poll(force=cancelled)
+        with self.sessions() as session:
+            exits = jobs.end_rejected(session)
+            session.commit()
+        return exits
+
+    def _adopt(self) -> None:
+        """Track every live allocation's job (after a master restart, too)."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(Allocation.id, Allocation.batch_job_id).where(
+                    Allocation.batch_job_id.is_not(None),
+                    Allocation.state.in_(("ASSIGNED", "STARTING", "RUNNING", "TERMINATING")),
+                )
+            ).all()
+        for allocation_id, job_id in rows:
+            self.tracker.track(str(job_id), allocation_id)
+        self._adopted = True
+
+    def _cancel(self) -> bool:
+        """scancel the jobs of allocations being killed, and of queued ones asked to stop;
+        whether it cancelled any (poll at once then, to see them end)."""
+        with self.sessions() as session:
+            queued_stop = session.scalars(
+                select(Allocation)
+                .join(Container, Container.allocation_id == Allocation.id)
+                .where(
+                    Allocation.state == "ASSIGNED",
+                    Allocation.preempt_requested.is_(True),
+                    Container.agent_id == jobs.BATCH_AGENT,
+                    Container.state == "ASSIGNED",
+                )
+            )
+            for allocation in list(queued_stop):  # nothing to checkpoint: kill it
+                set_allocation_state(session, allocation, "TERMINATING")
+            dying = list(
+                session.execute(
+                    select(Allocation.id, Allocation.batch_job_id).where(
+                        Allocation.state == "TERMINATING", Allocation.agent_id == jobs.BATCH_AGENT
+                    )
+                ).all()
+            )
+            never_submitted = [a for a, job in dying if job is None]
+            for allocation_id in never_submitted:
+                jobs.mark_exited(session, allocation_id, None, "killed before it was submitted")
+            session.commit()
+        wanted = {str(job): a for a, job in dying if job is not None}
+        todo = sorted(set(wanted) - self._cancelled)
+        if not todo:
+            return False
+        try:
+            self.client.cancel(todo)
+        except HpcCommandError as exc:
+            log.warning("scancel failed (retrying next round): %s", exc)
+            return False
+        self._cancelled.update(todo)
+        log.info("cancelled Slurm jobs %s", ", ".join(todo))
+        return True
+
+    def _poll(self, *, force: bool = False) -> None:
+        try:
+            updates = self.tracker.poll(force=force)
+        except HpcCommandError as exc:
+            log.warning("polling Slurm failed (retrying): %s", exc)
+            return
+        if updates:
+            self._apply(updates)
+
+    def _apply(self, updates: list[JobUpdate]) -> None:
+        with self.sessions() as session:
+            for update in updates:
+                allocation = session.get(Allocation, update.key)
+                if allocation is None or allocation.batch_job_id != update.job_id:
+                    continue
+                status = update.status
+                if status.terminal:
+                    self._cancelled.discard(update.job_id)
+                    code, reason = _exit_of(update)
+                    if jobs.mark_exited(session, allocation.id, code, reason):
+                        master_log(session, allocation.task_id, allocation.id, reason)
+                elif status.allocation_state in ("RUNNING", "STARTING"):
+                    if allocation.state != "TERMINATING":
+                        jobs.mark_running(session, allocation)
+                elif (
+                    status.allocation_state == "ASSIGNED"
+                    and status.stuck
+                    and self._stuck_logged.get(allocation.id) != status.reason
+                ):
+                    self._stuck_logged[allocation.id] = status.reason
+                    text = f"Slurm job {update.job_id} will not start: {status.reason}"
+                    master_log(session, allocation.task_id, allocation.id, text)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
+
+    def _notify(self, tasks: set[str]) -> None:
+        """Wake the log followers of ``tasks`` (after a commit that wrote master lines)."""
+        for task_id in tasks:
+            self.state.notifier.notify(task_logs_key(task_id))
+
+    # -- schedule (loop step 5) -------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Submit PENDING allocations, and retry unsubmitted ones (see the module docstring)."""
+        with self.sessions() as session:
+            pending = list(
+                session.scalars(
+                    select(Allocation.id)
+                    .where(Allocation.state == "PENDING")
+                    .order_by(Allocation.id)
+                )
+            )
+            orphans = jobs.unsubmitted(session)
+        if orphans:
+            self._resubmit(orphans)
+        for allocation_id in pending:
+            with self.sessions() as session:
+                job = jobs.claim_batch(
+                    session,
+                    allocation_id,
+                    self.slurm,
+                    master_url=self.master_url,
+                    python=self.python,
+                    cluster_id=self.state.cluster_id,
+                )
+            if job is not None:
+                self._submit(job)
+
+    def _resubmit(self, allocation_ids: list[str]) -> None:
+        try:
+            named = {row.name: row.job_id for row in self.client.squeue()}
+        except HpcCommandError as exc:
+            log.warning("squeue failed (retrying next round): %s", exc)
+            return
+        for allocation_id in allocation_ids:
+            with self.sessions() as session:
+                job = jobs.resume_job(
+                    session,
+                    allocation_id,
+                    self.slurm,
+                    master_url=self.master_url,
+                    python=self.python,
+                )
+            if job is None:
+                continue
+            found = named.get(job.request.job_name)
+            if found is not None:
+                self._record(job, found)
+            else:
+                self._submit(job)
+
+    def _submit(self, job: jobs.BatchJob) -> None:
+        try:
+            self._write_token(job)
+            job_id = self.client.submit(job.request)
+        except SchedulerArgsError as exc:
+            self._reject(job, f"the Slurm job cannot be built: {exc}")
+        except HpcCommandError as exc:
+            if exc.retryable:
+                log.warning("sbatch of %s failed (retrying): %s", job.allocation_id, exc)
+            else:
+                self._reject(job, f"Slurm rejected the job: {exc}")
+        except OSError as exc:
+            self._reject(job, f"cannot write the job's files under job_storage_root: {exc}")
+        else:
+            self._record(job, job_id)
+
+    @staticmethod
+    def _write_token(job: jobs.BatchJob) -> None:
+        path = Path(job.token_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            os.fchmod(stream.fileno(), 0o600)
+            stream.write(job.token + "\n")
+
+    def _record(self, job: jobs.BatchJob, job_id: str) -> None:
+        with self.sessions() as session:
+            recorded = jobs.record_submission(session, job.allocation_id, job_id)
+            allocation = session.get(Allocation, job.allocation_id)
+            if recorded and allocation is not None:
+                text = f"submitted as Slurm job {job_id} ({job.request.job_dir})"
+                master_log(session, allocation.task_id, allocation.id, text)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
+        if recorded:
+            self.tracker.track(job_id, job.allocation_id)
+            log.info("allocation %s is Slurm job %s", job.allocation_id, job_id)
+
+    def _reject(self, job: jobs.BatchJob, message: str) -> None:
+        log.warning("allocation %s: %s", job.allocation_id, message)
+        with self.sessions() as session:
+            jobs.record_rejection(session, job.allocation_id, message)

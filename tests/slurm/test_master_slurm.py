@@ -1,0 +1,184 @@
+"""Experiments through the master's Slurm resource manager, on the real Slurm.
+
+A real ``stalwart master`` (``resource_manager: {type: slurm}``) submits each trial as a batch
+job; the job runs ``python -m stalwart.hpc.task``, which fetches its spec, runs the Core API
+script ``tests/integration/trials/train.py``, ships its logs and reports its exit. No agent runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stalwart.local import LocalCluster
+from tests.integration.api import Api
+from tests.integration.conftest import free_port, trial_files
+
+pytestmark = pytest.mark.usefixtures("real_slurm")
+
+SINGLE = "  name: single\n  metric: loss\n  smaller_is_better: true"
+
+
+def _master_config(job_root: Path, extra: str = "") -> str:
+    return (
+        "cluster:\n  preemption_timeout: 30\n  tick: 0.5\n"
+        "resource_manager:\n"
+        "  type: slurm\n"
+        f"  job_storage_root: {job_root}\n"
+        "  poll_interval: 0.5\n"
+        f"{extra}"
+    )
+
+
+@pytest.fixture
+def slurm_master(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[LocalCluster, Api, Path]]:
+    job_root = tmp_path / "jobs"
+    config = tmp_path / "master.yaml"
+    config.write_text(_master_config(job_root, getattr(request, "param", "")))
+    cluster = LocalCluster(home=tmp_path / "home", port=free_port(), master_config=config)
+    cluster.start_master()
+    api = Api(cluster.url)
+    try:
+        yield cluster, api, job_root
+    finally:
+        api.close()
+        cluster.stop()
+        _cancel_leftovers(job_root)
+
+
+def _job_ids(job_root: Path) -> list[str]:
+    """Slurm job ids of this test's allocations (job names are ``stalwart-<allocation>``)."""
+    names = {f"stalwart-{p.name}" for p in job_root.glob("*") if p.is_dir()}
+    out = subprocess.run(
+        ["squeue", "--noheader", "--format=%i|%j"], capture_output=True, text=True, check=True
+    ).stdout
+    rows = [line.split("|", 1) for line in out.splitlines() if "|" in line]
+    return [job for job, name in rows if name in names]
+
+
+def _cancel_leftovers(job_root: Path) -> None:
+    if job_root.exists():
+        leftovers = _job_ids(job_root)
+        if leftovers:
+            subprocess.run(["scancel", *leftovers], check=False)
+
+
+def _config(hp: str, **extra: str) -> str:
+    lines = [
+        "name: slurm-it",
+        "entrypoint: python3 train.py",
+        "resources:\n  slots_per_trial: 1",
+        f"hyperparameters:\n{hp}",
+        f"searcher:\n{SINGLE}",
+    ]
+    lines += [f"{key}: {value}" for key, value in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _steps(api: Api, trial_id: int, group: str = "training") -> list[int]:
+    return [int(m["totalBatches"]) for m in api.metrics(trial_id, group)]
+
+
+def test_trial_runs_as_a_slurm_job_to_completion(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, job_root = slurm_master
+    hp = "  steps: 4\n  period: 2\n  x: 0.5"
+    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    exp = api.wait_state(exp_id, timeout=90)
+    (trial,) = api.trials(exp_id)
+    logs = api.logs(trial["id"])
+    assert exp["state"] == "STATE_COMPLETED", logs
+    assert trial["state"] == "STATE_COMPLETED"
+    assert _steps(api, trial["id"]) == [1, 2, 3, 4]
+    assert _steps(api, trial["id"], "validation") == [2, 4]
+    assert "training done" in logs
+    assert "submitted as Slurm job" in logs
+    assert "container exited with code 0" in logs
+    (job_dir,) = [p for p in job_root.iterdir() if p.is_dir()]
+    token = job_dir / "token"
+    assert token.stat().st_mode & 0o777 == 0o600
+    assert token.read_text().strip() not in (job_dir / "job.sbatch").read_text()
+
+
+GPU_PARTITION = "  default_partition: debug\n  partition_overrides:\n    debug: {slot_type: cuda}\n"
+
+
+@pytest.mark.parametrize("slurm_master", [GPU_PARTITION], indirect=True)
+def test_a_gpu_trial_gets_the_gpus_slurm_allocated(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, job_root = slurm_master
+    gpus = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True)
+    if "gpu" not in gpus.stdout:
+        pytest.skip("this Slurm has no GPUs (setup.sh with STALWART_SLURM_FAKE_GPUS=2)")
+    config = _config("  steps: 2\n  period: 2").replace(
+        "entrypoint: python3 train.py",
+        "entrypoint: echo visible=$CUDA_VISIBLE_DEVICES && python3 train.py",
+    )
+    exp_id = api.create_experiment(config, trial_files("train.py"))
+    exp = api.wait_state(exp_id, timeout=90)
+    (trial,) = api.trials(exp_id)
+    logs = api.logs(trial["id"])
+    assert exp["state"] == "STATE_COMPLETED", logs
+    assert "visible=0" in logs or "visible=1" in logs, logs
+    (job_dir,) = [p for p in job_root.iterdir() if p.is_dir()]
+    assert "#SBATCH --gpus-per-node=1" in (job_dir / "job.sbatch").read_text()
+
+
+def test_kill_cancels_the_slurm_job(slurm_master: tuple[LocalCluster, Api, Path]) -> None:
+    _, api, job_root = slurm_master
+    hp = "  steps: 100000\n  period: 1000\n  sleep: 0.01"
+    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    api.wait_until(
+        lambda: [t for t in api.trials(exp_id) if _steps(api, t["id"])],
+        timeout=60,
+        what="a first metric from the Slurm job",
+    )
+    assert _job_ids(job_root), "the job should be in squeue while it runs"
+    started = time.monotonic()
+    api.post(f"/api/v1/experiments/{exp_id}/kill")
+    exp = api.wait_state(exp_id, timeout=60)
+    assert exp["state"] == "STATE_CANCELED"
+    (trial,) = api.trials(exp_id)
+    assert trial["state"] == "STATE_CANCELED"
+    api.wait_until(lambda: not _job_ids(job_root), timeout=30, what="the job to leave squeue")
+    assert time.monotonic() - started < 40
+
+
+def test_rejected_sbatch_args_error_the_trial(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, _ = slurm_master
+    hp = "  steps: 2\n  period: 2"
+    # Slurm itself refuses this (no node has the feature); Stalwart's checks let it through.
+    slurm = "\n  sbatch_args: ['--constraint=no-such-feature']"
+    exp_id = api.create_experiment(_config(hp, slurm=slurm), trial_files("train.py"))
+    exp = api.wait_state(exp_id, timeout=60)
+    assert exp["state"] == "STATE_ERROR"
+    (trial,) = api.trials(exp_id)
+    assert trial["state"] == "STATE_ERROR"
+    assert trial["restarts"] == 0
+    logs = api.logs(trial["id"])
+    assert "Slurm rejected the job: sbatch: error:" in logs, logs
+    assert "retrying cannot help: ERROR" in logs
+
+
+def test_forbidden_sbatch_args_error_the_trial_with_every_problem(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, _ = slurm_master
+    slurm = "\n  sbatch_args: ['--nodes=2', '--partition=urgent']"
+    exp_id = api.create_experiment(_config("  steps: 2", slurm=slurm), trial_files("train.py"))
+    assert api.wait_state(exp_id, timeout=60)["state"] == "STATE_ERROR"
+    (trial,) = api.trials(exp_id)
+    logs = api.logs(trial["id"])
+    assert "the Slurm job cannot be built" in logs, logs
+    assert "--nodes" in logs
+    assert "--partition" in logs
