@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import cluster, harness, master_api
+from bench import cluster, harness, master_api, slurm
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -24,6 +24,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     master_api.NAME: (
         master_api.run,
         "REST API on SQLite: GET/list latency with 10,000 experiments, metric ingest",
+    ),
+    slurm.NAME: (
+        slurm.run,
+        "Slurm resource manager: 500 tiny trials, squeue/sacct call rate, start -> first metric",
     ),
     harness.NAME: (
         harness.run,

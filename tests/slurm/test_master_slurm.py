@@ -182,3 +182,69 @@ def test_forbidden_sbatch_args_error_the_trial_with_every_problem(
     assert "the Slurm job cannot be built" in logs, logs
     assert "--nodes" in logs
     assert "--partition" in logs
+
+
+def _wait_first_metric(api: Api, exp_id: int) -> int:
+    trials = api.wait_until(
+        lambda: [t for t in api.trials(exp_id) if _steps(api, t["id"])],
+        timeout=60,
+        what="a first metric from the Slurm job",
+    )
+    return int(trials[0]["id"])
+
+
+def test_pause_checkpoints_and_activate_resumes(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, job_root = slurm_master
+    hp = "  steps: 200\n  period: 5\n  sleep: 0.05"
+    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    trial_id = _wait_first_metric(api, exp_id)
+    api.post(f"/api/v1/experiments/{exp_id}/pause")
+    assert api.wait_state(exp_id, ["STATE_PAUSED"], timeout=60)["state"] == "STATE_PAUSED"
+    api.wait_until(lambda: not _job_ids(job_root), timeout=30, what="the job to end")
+    logs = api.logs(trial_id)
+    assert "preempted after step" in logs, logs  # it checkpointed and exited by itself
+    assert "container exited with code 0" in logs
+    api.post(f"/api/v1/experiments/{exp_id}/activate")
+    exp = api.wait_state(exp_id, timeout=120)
+    logs = api.logs(trial_id)
+    assert exp["state"] == "STATE_COMPLETED", logs
+    (trial,) = api.trials(exp_id)
+    assert trial["restarts"] == 0
+    assert "resumed from step" in logs
+    assert len({p.name for p in job_root.iterdir() if p.is_dir()}) == 2  # two Slurm jobs
+
+
+def test_a_job_the_urgent_partition_preempts_resumes_from_its_checkpoint(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, _ = slurm_master
+    hp = "  steps: 200\n  period: 5\n  sleep: 0.05"
+    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    trial_id = _wait_first_metric(api, exp_id)
+    # The whole node, in the partition that preempts `debug`.
+    urgent = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--partition=urgent",
+            "--exclusive",
+            "--output=/dev/null",
+            "--wrap=sleep 4",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        exp = api.wait_state(exp_id, timeout=150)
+    finally:
+        subprocess.run(["scancel", urgent], check=False)
+    logs = api.logs(trial_id)
+    assert exp["state"] == "STATE_COMPLETED", logs
+    (trial,) = api.trials(exp_id)
+    assert trial["restarts"] == 0, logs  # a preemption is not a failure
+    assert "from Slurm: asking the task to checkpoint" in logs, logs
+    assert "was preempted" in logs
+    assert "resumed from step" in logs

@@ -15,21 +15,38 @@ node. Contract:
   :class:`~stalwart.agent.runner.ProcessRunner`, :class:`~stalwart.agent.shipper.LogShipper`.
   GPUs: the device ids Slurm made visible (``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES``)
   become the spec's slot ids, so the task sees exactly the job's GPUs.
-- **Signals**: SIGTERM/SIGINT (scancel, a time limit) are passed on to the task's process group.
+- **Signals**: the task starts with SIGTERM ignored (Slurm signals every process of the step,
+  not only the launcher), so Slurm's SIGTERM reaches the task only as the preemption signal.
+  When the launcher gets SIGTERM or SIGINT it asks the master whether the allocation was
+  already told to stop (``GET .../signals/preemption``, no wait):
+
+  - **not yet** (Slurm preempts the job for a higher-priority partition, a time limit's
+    ``--signal``, a person's ``scancel``): ``POST .../signals/pending_preemption``, so the
+    task's ``should_preempt()`` long-poll answers True; it checkpoints and exits 0 (a preemption
+    it acknowledged: the trial resumes from that checkpoint, without using a restart). Slurm's
+    SIGKILL after ``KillWait`` (or the preemption's grace time) ends a task that is too slow.
+  - **already** (the master is killing the allocation, or a pause outlived
+    ``cluster.preemption_timeout``: the master cancelled the job), or the master cannot be
+    reached: the task's process group gets SIGINT at once, then SIGKILL after
+    :data:`KILL_GRACE_S`.
 - **End**: the task's last lines are shipped (at most :data:`SHIP_TIMEOUT_S`), then the exit is
   reported (``POST .../batch/exit`` with the rank and exit code, negative for a signal), and the
   launcher exits with the task's code (128 + N for signal N), which Slurm records as the job's.
-  If the master cannot be told, Slurm's record of the job (the tracker) still carries the code.
+  After a SIGTERM the master did not ask for, a task that did not exit 0 is **not** reported:
+  Slurm's record of the job (PREEMPTED, TIMEOUT, CANCELLED, read by the tracker) says why better
+  than a signal number. If the master cannot be told, Slurm's record still carries the code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
@@ -58,6 +75,8 @@ TOKEN_FILE_VAR = "STALWART_TOKEN_FILE"
 TOKEN_FILE_NAME = "token"
 """The token file's name in the job directory (written by the master, mode 0600)."""
 SHIP_TIMEOUT_S = 15.0
+KILL_GRACE_S = 10.0
+"""After the SIGINT of a task the master is killing, how long before SIGKILL."""
 _HIDDEN_VARS = (TOKEN_FILE_VAR,)
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _TIMEOUT = httpx.Timeout(30.0, connect=10.0)
@@ -116,16 +135,79 @@ def run_task(environ: Mapping[str, str]) -> int:
             return 0
         spec = TaskSpec.model_validate(data["spec"])
         spec = spec.model_copy(update={"slot_ids": visible_slot_ids(spec, environ)})
-        code, reason = _run(spec, client, master_url, node, environ)
-        _post(
-            client,
-            f"{base}/exit",
-            token,
-            {"rank": rank, "exit_code": code, "reason": reason},
-        )
+        signals = _Signals(client, f"{master_url}/api/v1/allocations/{allocation_id}", token)
+        code, reason = _run(spec, client, master_url, node, environ, signals)
+        if signals.outside and code != 0:
+            print(
+                f"stalwart: the task ended with code {code} after Slurm stopped the job; "
+                "leaving the verdict to Slurm's record of the job",
+                flush=True,
+            )
+        else:
+            _post(
+                client,
+                f"{base}/exit",
+                token,
+                {"rank": rank, "exit_code": code, "reason": reason},
+            )
     if code is None:
         return 1
     return 128 - code if code < 0 else code
+
+
+class _Signals:
+    """What the launcher does with SIGTERM/SIGINT (see the module contract).
+
+    The signal handler only sets :attr:`received`; :meth:`handle` runs in the main loop (no
+    HTTP inside a signal handler) and returns whether the task must be interrupted now.
+    :attr:`outside`: the stop came from Slurm, not from the master.
+    """
+
+    def __init__(self, client: httpx.Client, base: str, token: str) -> None:
+        self.client = client
+        self.base = base
+        self.token = token
+        self.received = threading.Event()
+        self.signum = 0
+        self.handled = False
+        self.outside = False
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signum = signum
+        self.received.set()
+
+    def handle(self) -> tuple[bool, str]:
+        """``(interrupt the task now, a line for the task's logs)``; called once per job."""
+        self.handled = True
+        headers = task_headers(self.token)
+        try:
+            answer = self.client.get(
+                f"{self.base}/signals/preemption",
+                params={"timeout_seconds": "0"},
+                headers=headers,
+                timeout=httpx.Timeout(5.0),
+            )
+            answer.raise_for_status()
+            if answer.json().get("preempt") is True:
+                return True, (
+                    f"the batch job got signal {self.signum} and the master is stopping the "
+                    "allocation: interrupting the task"
+                )
+            self.client.post(
+                f"{self.base}/signals/pending_preemption",
+                headers=headers,
+                timeout=httpx.Timeout(5.0),
+            ).raise_for_status()
+        except (httpx.HTTPError, ValueError) as exc:
+            return True, (
+                f"the batch job got signal {self.signum} and the master cannot be told "
+                f"({exc}): interrupting the task"
+            )
+        self.outside = True
+        return False, (
+            f"the batch job got signal {self.signum} from Slurm: asking the task to "
+            "checkpoint and exit (preemption)"
+        )
 
 
 def _run(
@@ -134,6 +216,7 @@ def _run(
     master_url: str,
     node: str,
     environ: Mapping[str, str],
+    signals: _Signals,
 ) -> tuple[int | None, str | None]:
     """Prepare, start and wait for the task, shipping its lines; ``(exit code, reason)``."""
     shipper = LogShipper(master_url)
@@ -162,26 +245,42 @@ def _run(
             python=Path(sys.executable),
             base_env={k: v for k, v in environ.items() if k not in _HIDDEN_VARS},
         )
-        handle = runner.start(spec, workspace, stream.line)
+        # The task inherits SIGTERM ignored (exec keeps SIG_IGN): Slurm's SIGTERM to every
+        # process of the step becomes the preemption signal, sent by the launcher.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            handle = runner.start(spec, workspace, stream.line)
+        finally:
+            signal.signal(signal.SIGTERM, signals.on_signal)
     except Exception as exc:  # the task never started: say why, in its logs and its exit
         reason = f"failed to start: {exc}"
         stream.agent_line(f"container {reason}", "LOG_LEVEL_ERROR")
     else:
-
-        def forward(signum: int, _frame: FrameType | None) -> None:
-            stream.agent_line(f"the batch job got signal {signum}: passing it on to the task")
-            runner.terminate(handle)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
+        signal.signal(signal.SIGINT, signals.on_signal)
         stream.agent_line(f"started on {node} (Slurm job {environ.get('SLURM_JOB_ID', '?')})")
+        kill_at: float | None = None
         while (code := runner.poll(handle)) is None:
             exited.wait(0.2)
+            if signals.received.is_set() and not signals.handled:
+                interrupt, line = signals.handle()
+                stream.agent_line(line)
+                if interrupt:
+                    _signal_task(handle.proc.pid, signal.SIGINT)
+                    kill_at = time.monotonic() + KILL_GRACE_S
+            if kill_at is not None and time.monotonic() >= kill_at:
+                runner.kill(handle)
+                kill_at = None
         level = "LOG_LEVEL_INFO" if code == 0 else "LOG_LEVEL_ERROR"
         stream.agent_line(f"container exited with code {code}", level)
     shipper.release(stream)
     shipper.close(timeout=SHIP_TIMEOUT_S)
     return code, reason
+
+
+def _signal_task(pid: int, signum: int) -> None:
+    """Signal the task's process group (it leads its own session), if it still exists."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(os.getpgid(pid), signum)
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The Slurm resource manager in the cluster loop, with a fake Slurm (no Slurm needed).
 
 ``FakeSlurm`` stands in for :class:`~stalwart.hpc.slurm.client.SlurmClient`: it records
-submissions and cancellations and answers squeue/sacct from a dict the test edits. The launcher's
+submissions and cancellations and answers squeue/sacct from a dict the test edits, and sinfo
+from ``nodes`` (a CPU partition ``debug``, the default, and a GPU partition ``gpu``). The launcher's
 calls are played through the same services the ``batch/start`` and ``batch/exit`` routes use.
 Each ``run_round()`` is one round of the loop. Real Slurm: ``tests/slurm/test_master_slurm.py``.
 """
@@ -19,7 +20,7 @@ from stalwart.agent.protocol import TaskSpec
 from stalwart.hpc.errors import HpcCommandError
 from stalwart.hpc.layout import BatchRequest
 from stalwart.hpc.slurm.client import SlurmClient
-from stalwart.hpc.slurm.parse import SacctRecord, SqueueRecord
+from stalwart.hpc.slurm.parse import SacctRecord, SinfoNode, SqueueRecord
 from stalwart.hpc.slurm.script import render_sbatch_script
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
@@ -54,6 +55,17 @@ class FakeSlurm(SlurmClient):
         self.jobs: dict[str, tuple[str, str]] = {}
         self.names: dict[str, str] = {}
         self.reject: str | None = None
+        self.sinfo_calls = 0
+        self.nodes = [
+            SinfoNode("n1", "debug", True, 8, 1000, "(null)", "idle", "infinite", 0, 8, 0, ()),
+            SinfoNode(
+                "g1", "gpu", False, 8, 1000, "gpu:a100:4", "mixed", "1:00:00", 2, 6, 4, ("a100",)
+            ),
+        ]
+
+    def sinfo(self) -> list[SinfoNode]:
+        self.sinfo_calls += 1
+        return list(self.nodes)
 
     def submit(self, request: BatchRequest) -> str:
         render_sbatch_script(request, self.options)  # the real checks of the arguments
@@ -214,6 +226,82 @@ def test_a_job_that_fails_without_reporting_restarts_the_trial(
         trial = session.scalars(select(Trial).where(Trial.experiment_id == exp_id)).one()
         assert trial.restarts == 1
     assert "Slurm job 100 failed: exited with code 3" in _logs(state)
+
+
+def test_a_job_slurm_preempted_resumes_without_using_a_restart(
+    state: MasterState, loop: ClusterLoop, fake: FakeSlurm
+) -> None:
+    exp_id = _create(state)
+    loop.run_round()
+    _launcher_start(state, _allocation(state).id)
+    fake.jobs["100"] = ("RUNNING", "")
+    loop.run_round()
+    fake.jobs["100"] = ("PREEMPTED", "0:15")  # an urgent job took the node; no report
+    loop.run_round()
+    assert _allocation(state).batch_job_id == "101"  # resumed through a new job at once
+    with state.sessions() as session:
+        trial = session.scalars(select(Trial).where(Trial.experiment_id == exp_id)).one()
+        assert trial.restarts == 0
+        assert trial.state == "ACTIVE"
+    assert "was preempted" in _logs(state)
+
+
+def test_pools_come_from_sinfo_and_gres_decides_the_slot_type(
+    state: MasterState, loop: ClusterLoop, fake: FakeSlurm
+) -> None:
+    manager = loop.batch
+    assert isinstance(manager, SlurmManager)
+    pools = {p.name: p for p in manager.pools()}
+    assert (pools["debug"].slot_type, pools["debug"].slots, pools["debug"].default) == (
+        "cpu",
+        8,
+        True,
+    )
+    assert (pools["gpu"].slot_type, pools["gpu"].slots, pools["gpu"].gpu_types) == (
+        "cuda",
+        4,
+        ("a100",),
+    )
+    _create(state, CONFIG + "resources:\n  resource_pool: gpu\n")
+    loop.run_round()
+    (request,) = fake.submitted
+    assert (request.partition, request.slot_type) == ("gpu", "cuda")
+    assert fake.sinfo_calls == 1  # read once, not per round or per job
+    loop.run_round()
+    manager.pools()
+    assert fake.sinfo_calls == 1
+
+
+def test_partition_overrides_win_over_gres(tmp_path: Path, fake: FakeSlurm) -> None:
+    settings = make_settings(
+        tmp_path / "home",
+        resource_manager={
+            "type": "slurm",
+            "job_storage_root": str(tmp_path / "jobs"),
+            "partition_overrides": {"gpu": {"slot_type": "rocm"}},
+        },
+    )
+    st = open_state(settings)
+    try:
+        pools = {p.name: p for p in SlurmManager(st, client=fake).pools()}
+    finally:
+        st.engine.dispose()
+    assert pools["gpu"].slot_type == "rocm"
+    assert pools["debug"].slot_type == "cpu"
+
+
+def test_a_failed_sinfo_keeps_the_last_pools(
+    state: MasterState, loop: ClusterLoop, fake: FakeSlurm
+) -> None:
+    manager = loop.batch
+    assert isinstance(manager, SlurmManager)
+    assert len(manager.pools()) == 2
+
+    def broken() -> list[SinfoNode]:
+        raise HpcCommandError(["sinfo"], 1, "slurm_load_partitions: Unable to contact slurm")
+
+    fake.sinfo = broken  # type: ignore[method-assign]
+    assert [p.name for p in manager.pools(refresh=True)] == ["debug", "gpu"]
 
 
 def test_kill_cancels_queued_and_running_jobs(

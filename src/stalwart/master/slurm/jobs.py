@@ -30,6 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.hpc.layout import BatchRequest, SlotType
+from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
 from stalwart.master.db.tables import (
@@ -87,12 +88,25 @@ def partition_of(pool: str, settings: SlurmSettings) -> str | None:
     return pool
 
 
-def slot_type_of(partition: str | None, settings: SlurmSettings) -> SlotType:
-    """``partition_overrides[partition].slot_type``, else the master's ``slot_type``."""
+def slot_type_of(
+    partition: str | None,
+    settings: SlurmSettings,
+    pools: Mapping[str, PartitionPool] | None = None,
+) -> SlotType:
+    """``partition_overrides[partition].slot_type``, else the master's ``slot_type``, else the
+    partition's pool from ``sinfo`` (``pools``, by name; ``partition`` None: the default
+    partition's), else ``cpu`` (no sinfo answer yet). Pure."""
     override = settings.partition_overrides.get(partition or "")
     if override is not None and override.slot_type is not None:
         return override.slot_type
-    return settings.slot_type
+    if settings.slot_type is not None:
+        return settings.slot_type
+    pools = pools or {}
+    if partition is None:
+        pool = next((p for p in pools.values() if p.default), None)
+    else:
+        pool = pools.get(partition)
+    return pool.slot_type if pool is not None else "cpu"
 
 
 def _slurm_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -107,9 +121,11 @@ def batch_request(
     *,
     master_url: str,
     python: str,
+    pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchRequest:
     """The batch request of an allocation (its experiment's ``slurm:`` section applied:
-    ``sbatch_args``, ``gpu_type``, ``slots_per_node``). Pure."""
+    ``sbatch_args``, ``gpu_type``, ``slots_per_node``); ``pools``: the partitions from
+    ``sinfo`` (:func:`slot_type_of`). Pure."""
     partition = partition_of(allocation.resource_pool, settings)
     slurm = _slurm_section(config)
     spn = slurm.get("slots_per_node")
@@ -118,7 +134,7 @@ def batch_request(
     return BatchRequest(
         allocation_id=allocation.id,
         slots=allocation.slots,
-        slot_type=slot_type_of(partition, settings),
+        slot_type=slot_type_of(partition, settings, pools),
         command=(python, "-m", "stalwart.hpc.task"),
         job_storage_root=root,
         partition=partition,
@@ -128,7 +144,9 @@ def batch_request(
             (MASTER_URL_VAR, master_url),
             (TOKEN_FILE_VAR, str(root / allocation.id / TOKEN_FILE_NAME)),
         ),
-        requeue=False,  # requeue + resume is not wired yet: a preempted job ends, and restarts
+        # A preempted job ends (PREEMPTED) and the trial resumes through a new job: a requeued
+        # one would wait ~2 min for its BeginTime (docs/contributing/slurm.md, Preemption).
+        requeue=False,
         scheduler_args=tuple(str(a) for a in slurm.get("sbatch_args") or ()),
         single_node=True,  # multi-node launch (rendezvous across nodes) is not wired yet
     )
@@ -151,6 +169,7 @@ def claim_batch(
     master_url: str,
     python: str,
     cluster_id: str,
+    pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchJob | None:
     """PENDING -> ASSIGNED with a token, ports and one container (see the module docstring);
     commits. None when the allocation is not PENDING or not a trial's."""
@@ -158,7 +177,12 @@ def claim_batch(
     if allocation is None or allocation.state != "PENDING":
         return None
     request = batch_request(
-        allocation, _config(session, allocation), settings, master_url=master_url, python=python
+        allocation,
+        _config(session, allocation),
+        settings,
+        master_url=master_url,
+        python=python,
+        pools=pools,
     )
     token = secrets.token_urlsafe(32)
     ports = ports_for(0)  # one allocation per node on a batch system is the usual case
@@ -225,6 +249,7 @@ def resume_job(
     *,
     master_url: str,
     python: str,
+    pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchJob | None:
     """The :class:`BatchJob` of an unsubmitted allocation (its token from the stored spec)."""
     allocation = session.get(Allocation, allocation_id)
@@ -233,7 +258,12 @@ def resume_job(
         return None
     token = str(row.spec.get("token") or "")
     request = batch_request(
-        allocation, _config(session, allocation), settings, master_url=master_url, python=python
+        allocation,
+        _config(session, allocation),
+        settings,
+        master_url=master_url,
+        python=python,
+        pools=pools,
     )
     return BatchJob(allocation_id, token, request)
 

@@ -7,9 +7,11 @@ what is kept here is rebuilt from them after a restart):
   ``scancel``, the jobs of allocations being killed (TERMINATING, or asked to stop while still
   queued in Slurm); polls Slurm through the tracker (**one** ``squeue`` and at most **one**
   ``sacct`` for all jobs, at most every ``poll_interval`` seconds); records what it learns on the
-  container rows (RUNNING; EXITED with Slurm's exit code and a readable reason); and ends the
-  allocations whose job was rejected (their trials error at once). It returns those trial exits
-  for the searchers; the other ends go through the loop's usual step, as on agents.
+  container rows (RUNNING; EXITED with Slurm's exit code and a readable reason; a job Slurm
+  PREEMPTED for a higher-priority partition exits 0 with the allocation's preemption
+  acknowledged, so its trial resumes from its latest checkpoint without using a restart); and
+  ends the allocations whose job was rejected (their trials error at once). It returns those
+  trial exits for the searchers; the other ends go through the loop's usual step, as on agents.
 - :meth:`SlurmManager.schedule` (instead of agent placement): claims each PENDING allocation
   (:func:`~stalwart.master.slurm.jobs.claim_batch`, committed), writes its token file (0600) and
   ``sbatch``\\ es it outside any transaction, then records the job id, or the rejection (argument
@@ -17,6 +19,12 @@ what is kept here is rebuilt from them after a restart):
   leaves the allocation claimed and unsubmitted: it is submitted again next round, after
   checking squeue for a job of that name (a master that stopped between ``sbatch`` and the
   commit of the job id adopts the job instead of submitting it twice).
+
+Resource pools come from ``sinfo`` (:meth:`SlurmManager.pools`): one per partition
+(:func:`~stalwart.hpc.slurm.partitions.partitions_to_pools`, with ``partition_overrides``),
+read before the first submission and again at most every :data:`POOLS_REFRESH_S` seconds (one
+``sinfo``; a failure keeps the last answer). Their slot types (GRES) decide what each job asks
+for when neither an override nor the master's ``slot_type`` does.
 """
 
 from __future__ import annotations
@@ -24,12 +32,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from sqlalchemy import select
 
 from stalwart.hpc.errors import HpcCommandError, SchedulerArgsError
 from stalwart.hpc.slurm.client import SlurmClient
+from stalwart.hpc.slurm.partitions import PartitionOverride, PartitionPool, partitions_to_pools
 from stalwart.hpc.slurm.script import SlurmOptions
 from stalwart.hpc.slurm.tracker import JobUpdate, SlurmTracker
 from stalwart.hpc.states import Outcome
@@ -41,9 +52,12 @@ from stalwart.master.slurm.settings import SlurmSettings
 from stalwart.master.state import MasterState, task_logs_key
 from stalwart.master.transitions import set_allocation_state
 
-__all__ = ["SlurmManager", "master_url_for"]
+__all__ = ["POOLS_REFRESH_S", "SlurmManager", "master_url_for"]
 
 log = logging.getLogger("stalwart.slurm")
+
+POOLS_REFRESH_S = 300.0
+"""Seconds between two ``sinfo`` calls that refresh the partitions (pools)."""
 
 
 def master_url_for(settings: MasterSettings, slurm: SlurmSettings) -> str:
@@ -91,6 +105,33 @@ class SlurmManager:
         self._adopted = False
         self._cancelled: set[str] = set()
         self._stuck_logged: dict[str, str] = {}
+        self._pools: dict[str, PartitionPool] = {}
+        self._pools_at: float | None = None
+        self._pools_lock = threading.Lock()
+
+    # -- pools --------------------------------------------------------------------------------
+
+    def pools(self, *, refresh: bool = False) -> list[PartitionPool]:
+        """The partitions as resource pools, in sinfo's order. Calls ``sinfo`` when the last
+        answer is older than :data:`POOLS_REFRESH_S` (or ``refresh``); when sinfo fails, the last
+        answer (empty before the first). Thread-safe (the API may read it)."""
+        with self._pools_lock:
+            now = time.monotonic()
+            stale = self._pools_at is None or now - self._pools_at >= POOLS_REFRESH_S
+            if refresh or stale:
+                self._pools_at = now
+                try:
+                    nodes = self.client.sinfo()
+                except HpcCommandError as exc:
+                    log.warning("sinfo failed (keeping the last partitions): %s", exc)
+                else:
+                    overrides = {
+                        name: PartitionOverride(slot_type=o.slot_type)
+                        for name, o in self.slurm.partition_overrides.items()
+                    }
+                    found = partitions_to_pools(nodes, overrides, self.slurm.slot_type)
+                    self._pools = {pool.name: pool for pool in found}
+            return list(self._pools.values())
 
     # -- sync (loop step 2) -----------------------------------------------------------------
 
@@ -177,6 +218,13 @@ class SlurmManager:
                 if status.terminal:
                     self._cancelled.discard(update.job_id)
                     code, reason = _exit_of(update)
+                    if status.outcome is Outcome.PREEMPTED:
+                        # Slurm took the node for a higher-priority job: the trial resumes
+                        # from its latest checkpoint without using a restart, as after a
+                        # preemption it acknowledged (exit 0 after preempt_acked).
+                        allocation.preempt_requested = True
+                        allocation.preempt_acked = True
+                        code = 0
                     if jobs.mark_exited(session, allocation.id, code, reason):
                         master_log(session, allocation.task_id, allocation.id, reason)
                 elif status.allocation_state in ("RUNNING", "STARTING"):
@@ -212,8 +260,11 @@ class SlurmManager:
                 )
             )
             orphans = jobs.unsubmitted(session)
+        if not (orphans or pending):
+            return
+        pools = {pool.name: pool for pool in self.pools()}
         if orphans:
-            self._resubmit(orphans)
+            self._resubmit(orphans, pools)
         for allocation_id in pending:
             with self.sessions() as session:
                 job = jobs.claim_batch(
@@ -223,11 +274,12 @@ class SlurmManager:
                     master_url=self.master_url,
                     python=self.python,
                     cluster_id=self.state.cluster_id,
+                    pools=pools,
                 )
             if job is not None:
                 self._submit(job)
 
-    def _resubmit(self, allocation_ids: list[str]) -> None:
+    def _resubmit(self, allocation_ids: list[str], pools: dict[str, PartitionPool]) -> None:
         try:
             named = {row.name: row.job_id for row in self.client.squeue()}
         except HpcCommandError as exc:
@@ -241,6 +293,7 @@ class SlurmManager:
                     self.slurm,
                     master_url=self.master_url,
                     python=self.python,
+                    pools=pools,
                 )
             if job is None:
                 continue

@@ -55,8 +55,11 @@ class SlurmSettings(_Settings):
         description="Partition of allocations in the resource pool `default` (None: Slurm's "
         "default partition). Any other pool name is the partition itself.",
     )
-    slot_type: SlotType = Field(
-        default="cpu", description="Slot type of partitions without an override."
+    slot_type: SlotType | None = Field(
+        default=None,
+        description="Slot type of partitions without an override. None: from each "
+        "partition's GRES in `sinfo` (GPUs of an AMD-looking type: rocm, other GPUs: cuda, "
+        "none: cpu).",
     )
     partition_overrides: dict[str, PartitionOverride] = Field(
         default_factory=dict, description="Per-partition settings, by partition name."
