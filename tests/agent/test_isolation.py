@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 
@@ -19,15 +18,15 @@ from stalwart.agent.isolation import (
     RUN_DIR_TARGET,
     SHARED_FS_TARGET,
     MountNamespaces,
-    has_determined,
     probe,
     shared_fs_host_path,
     task_binds,
+    uses_official_harness,
 )
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.runner import ContainerStartError, ProcessRunner
 from stalwart.agent.workspace import Workspace
-from tests.agent.conftest import PY, wait_for
+from tests.agent.conftest import wait_for
 from tests.agent.test_runner import Sink, finish, spec, workspace
 
 
@@ -93,33 +92,42 @@ def test_task_binds(tmp_path: Path) -> None:
     assert task_binds(spec(""), ws)[2:] == []
 
 
-def _venv(root: Path, *, determined: bool) -> Path:
-    """A real venv (no pip) whose Python can import ``determined`` or not; its python."""
-    subprocess.run([PY, "-m", "venv", "--without-pip", str(root)], check=True)
-    if determined:
-        (site,) = root.glob("lib/python3*/site-packages")
-        (site / "determined").mkdir()
-        (site / "determined" / "__init__.py").write_text("")
-    return root / "bin" / "python"
+def _model(root: Path, source: str) -> Path:
+    """A workdir holding one model file with ``source``."""
+    root.mkdir(parents=True)
+    (root / "train.py").write_text(source)
+    return root
 
 
-def test_has_determined_asks_the_interpreter(tmp_path: Path) -> None:
-    assert not has_determined(_venv(tmp_path / "plain", determined=False))
-    assert has_determined(_venv(tmp_path / "official", determined=True))
-    assert not has_determined(tmp_path / "missing" / "bin" / "python")
+@pytest.mark.parametrize(
+    ("source", "argv", "official"),
+    [
+        ("import determined as det\n", ["python3", "train.py"], True),
+        ("from determined.core import init\n", ["python3", "train.py"], True),
+        ("import stalwart as det\n", ["python3", "train.py"], False),
+        ("def broken(:\n", ["python3", "train.py"], False),  # unreadable files are skipped
+        ("", ["sh", "-c", "python3 -m determined.launch.torch_distributed python3 t.py"], True),
+        ("", ["sh", "-c", "python3 -m stalwart.launch.torch_distributed python3 t.py"], False),
+    ],
+)
+def test_a_task_is_for_the_official_harness_when_it_imports_determined(
+    tmp_path: Path, source: str, argv: list[str], official: bool
+) -> None:
+    assert uses_official_harness(argv, _model(tmp_path / "m", source)) is official
 
 
-def test_auto_wraps_only_tasks_that_have_the_official_harness(
+def test_auto_wraps_only_tasks_written_for_the_official_harness(
     spaces: MountNamespaces, tmp_path: Path
 ) -> None:
     runner = ProcessRunner(spaces)
-    for python, wrapped in (
-        (_venv(tmp_path / "plain", determined=False), False),
-        (_venv(tmp_path / "official", determined=True), True),
+    for experiment, source, wrapped in (
+        ("1", "import stalwart as det\n", False),
+        ("2", "import determined as det\n", True),
     ):
-        base = workspace(tmp_path / f"ws-{python.parent.parent.name}")
-        ws = Workspace(base.root, base.run_dir, base.workdir, python, base.env)
-        argv, _ = runner.command(spec("print('hi')"), ws)
+        ws = workspace(tmp_path / f"ws-{experiment}")
+        (ws.workdir / "train.py").write_text(source)
+        task = spec("print('hi')", task_id=f"{experiment}.abc", allocation_id=f"{experiment}.abc.1")
+        argv, _ = runner.command(task, ws)
         assert ("stalwart.agent.nsexec" in argv) is wrapped, argv
     every = ProcessRunner(spaces, every_task=True)
     argv, _ = every.command(spec("print('hi')"), workspace(tmp_path / "ws-every"))
@@ -214,13 +222,16 @@ def test_a_missing_command_is_a_start_failure(spaces: MountNamespaces, tmp_path:
 
 
 def test_without_namespaces_determined_tasks_get_a_note(tmp_path: Path) -> None:
-    official = _venv(tmp_path / "venv", determined=True)
     runner = ProcessRunner(no_namespace_reason="unshare: Operation not permitted")
-    for python, noted in ((official, True), (Path(PY), False)):
-        base = workspace(tmp_path / ("official" if noted else "plain"))
-        ws = Workspace(base.root, base.run_dir, base.workdir, python, base.env)
+    for experiment, source, noted in (
+        ("1", "import determined as det\n", True),
+        ("2", "import stalwart as det\n", False),
+    ):
+        ws = workspace(tmp_path / f"ws-{experiment}")
+        (ws.workdir / "train.py").write_text(source)
+        task = spec("print('hi')", task_id=f"{experiment}.abc", allocation_id=f"{experiment}.abc.1")
         sink = Sink()
-        assert finish(runner, runner.start(spec("print('hi')"), ws, sink)) == 0
+        assert finish(runner, runner.start(task, ws, sink)) == 0
         note = FALLBACK_TASK_NOTE.format(reason="unshare: Operation not permitted") + "\n"
         assert sink.text("stderr") == ([note] if noted else [])
         assert sink.text() == ["hi\n"]

@@ -19,17 +19,17 @@ Whether the node allows it is found once, at agent start (:func:`probe`): root (
 ``CAP_SYS_ADMIN``) uses a mount namespace; any other user a user namespace as well, which needs
 unprivileged user namespaces and both mount points to exist already (an administrator creates
 them once). The agent setting ``mount_namespaces`` chooses: ``auto`` (when the probe passes,
-for each task whose Python can import ``determined``: the others do not need it and start
-faster without the wrapper; when it fails, tasks run as before and the agent's log and the log
-of each such task say so), ``require`` (every task; the agent refuses to start without it) or
-``off`` (never).
+for each task written for the official harness, decided from the task itself by
+:func:`uses_official_harness`: the others do not need it and start faster without the wrapper;
+when it fails, tasks run as before and the agent's log and the log of each such task say so),
+``require`` (every task; the agent refuses to start without it) or ``off`` (never).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,16 +42,17 @@ from typing import Any
 from stalwart.agent.nsexec import Bind
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.workspace import Workspace
+from stalwart.environments.detect import imports_module
 
 __all__ = [
     "FALLBACK_TASK_NOTE",
     "RUN_DIR_TARGET",
     "SHARED_FS_TARGET",
     "MountNamespaces",
-    "has_determined",
     "probe",
     "shared_fs_host_path",
     "task_binds",
+    "uses_official_harness",
 ]
 
 RUN_DIR_TARGET = "/run/determined"
@@ -177,24 +178,13 @@ def _model_copy(workdir: Path, model: Path) -> None:
     shutil.copytree(workdir, model, symlinks=True, copy_function=link)
 
 
-@functools.cache
-def has_determined(python: Path) -> bool:
-    """Whether ``python`` can import the official harness (``determined``): asked once per
-    interpreter (about 20 ms) and remembered, so a task start costs nothing more."""
-    try:
-        found = subprocess.run(
-            [str(python), "-I", "-c", _FIND_DETERMINED],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return found.returncode == 0
+def uses_official_harness(argv: Sequence[str], workdir: Path) -> bool:
+    """Whether a task is written for Determined's harness: its model definition imports
+    ``determined`` (read statically), or its command runs a ``determined`` module (e.g.
+    ``python3 -m determined.launch.torch_distributed``)."""
+    if _RUNS_DETERMINED.search(" ".join(argv)):
+        return True
+    return imports_module(workdir, "determined")
 
 
-_FIND_DETERMINED = (
-    "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('determined') else 1)"
-)
+_RUNS_DETERMINED = re.compile(r"-m\s+determined(\.|\s|$)")

@@ -278,7 +278,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
         every = settings.mount_namespaces == "require"
         log.info(
             "%s run in private mount namespaces (/run/determined, /determined_shared_fs)",
-            "tasks" if every else "tasks whose Python has the official harness",
+            "tasks" if every else "tasks written for the official harness",
         )
         return ProcessRunner(found, every_task=every)
     if settings.mount_namespaces == "require":

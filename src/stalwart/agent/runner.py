@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from stalwart.agent.isolation import FALLBACK_TASK_NOTE, MountNamespaces, has_determined, task_binds
+from stalwart.agent.isolation import (
+    FALLBACK_TASK_NOTE,
+    MountNamespaces,
+    task_binds,
+    uses_official_harness,
+)
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.workspace import Workspace
 from stalwart.errors import StalwartError
@@ -205,12 +210,12 @@ class ProcessRunner(Runner):
     workspace's. Signals go to the whole group. When the main process exits, whatever is left
     of its group is killed (as a container's processes die with it).
 
-    ``namespaces`` (from :func:`stalwart.agent.isolation.probe`): start each task whose Python
-    can import ``determined`` (every task with ``every_task``) through nsexec in its own mount
-    namespace (nsexec execs the command, so the pid, group, signals and exit code are the
-    command's). Other tasks run in the agent's namespace; when ``no_namespace_reason`` is set,
-    each task whose Python has ``determined`` gets a warning line saying why at the top of its
-    stderr.
+    ``namespaces`` (from :func:`stalwart.agent.isolation.probe`): start each task written for
+    the official harness (:func:`~stalwart.agent.isolation.uses_official_harness`, decided once
+    per experiment; every task with ``every_task``) through nsexec in its own mount namespace
+    (nsexec execs the command, so the pid, group, signals and exit code are the command's).
+    Other tasks run in the agent's namespace; when ``no_namespace_reason`` is set, each task
+    written for the official harness gets a warning line saying why at the top of its stderr.
     """
 
     namespaces: MountNamespaces | None = None
@@ -226,6 +231,15 @@ class ProcessRunner(Runner):
         self.namespaces = namespaces
         self.no_namespace_reason = no_namespace_reason
         self.every_task = every_task
+        self._official: dict[str, bool] = {}  # experiment (or task) -> uses the official harness
+
+    def _official_harness(self, spec: TaskSpec, workspace: Workspace) -> bool:
+        """Whether the task is written for the official harness (a model definition never
+        changes within an experiment: trial tasks are ``<experimentId>.<requestId>``)."""
+        key = spec.task_id.split(".", 1)[0] if "." in spec.task_id else spec.task_id
+        if key not in self._official:
+            self._official[key] = uses_official_harness(spec.argv, workspace.workdir)
+        return self._official[key]
 
     def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
         """The argv and environment of the process to start (ContainerRunner overrides it)."""
@@ -233,7 +247,7 @@ class ProcessRunner(Runner):
         if (
             self.namespaces is not None
             and argv
-            and (self.every_task or has_determined(workspace.python))
+            and (self.every_task or self._official_harness(spec, workspace))
         ):
             _check_executable(argv[0], workspace.workdir, env)
             try:
@@ -241,7 +255,7 @@ class ProcessRunner(Runner):
             except OSError as exc:
                 raise ContainerStartError(f"cannot prepare the task's mounts: {exc}") from exc
             return self.namespaces.wrap(argv, binds), env
-        if self.no_namespace_reason is not None and has_determined(workspace.python):
+        if self.no_namespace_reason is not None and self._official_harness(spec, workspace):
             note = FALLBACK_TASK_NOTE.format(reason=self.no_namespace_reason)
             with workspace.stderr_path.open("a", encoding="utf-8") as stream:
                 stream.write(note + "\n")

@@ -71,9 +71,8 @@ class AgentSettings(_Settings):
     mount_namespaces: MountNamespaceMode = Field(
         default="auto",
         description="Local tasks in private mount namespaces (their own /run/determined and "
-        "/determined_shared_fs, for the official harness): auto (tasks whose Python can import "
-        "determined, when the node allows it), require (every task; refuse to start without) "
-        "or off.",
+        "/determined_shared_fs, for the official harness): auto (tasks that import determined, "
+        "when the node allows it), require (every task; refuse to start without) or off.",
     )
     kill_on_exit: bool = Field(
         default=False, description="Kill the containers when the agent stops (default: leave)."

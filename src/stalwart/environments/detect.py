@@ -29,6 +29,7 @@ __all__ = [
     "FrameworkScan",
     "detect_frameworks",
     "framework_of_module",
+    "imports_module",
 ]
 
 DEFAULT_MAX_FILES = 2000
@@ -222,6 +223,29 @@ def _declared(root: Path) -> list[FrameworkEvidence]:
                 )
             )
     return found
+
+
+def imports_module(
+    model_dir: Path,
+    module: str,
+    *,
+    max_files: int = DEFAULT_MAX_FILES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> bool:
+    """Whether a Python file under ``model_dir`` imports ``module`` or one of its submodules
+    (statically, as :func:`detect_frameworks` reads imports; unreadable files are skipped)."""
+    for count, path in enumerate(_python_files(model_dir)):
+        if count >= max_files:
+            return False
+        try:
+            if path.stat().st_size > max_file_bytes:
+                continue
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, RecursionError, OSError):
+            continue
+        if any(n == module or n.startswith(f"{module}.") for _, n in _imported_modules(tree)):
+            return True
+    return False
 
 
 def detect_frameworks(
