@@ -81,7 +81,8 @@ def agent(
         Literal["auto", "require", "off"],
         typer.Option(
             help="Run local tasks in private mount namespaces (their own /run/determined, for "
-            "the official harness): auto (when the node allows it), require, or off."
+            "the official harness): auto (tasks that import determined, when the node allows "
+            "it), require (every task), or off."
         ),
     ] = "auto",
     kill_on_exit: Annotated[
