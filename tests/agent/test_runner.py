@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -19,11 +20,13 @@ from stalwart.agent.containers import (
 )
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.runner import (
+    PID_FILE,
     ContainerStartError,
     Handle,
     LineSplitter,
     ProcessRunner,
     Stdtype,
+    kill_leftovers,
 )
 from stalwart.agent.workspace import Workspace
 from tests.agent.conftest import PY, wait_for
@@ -279,3 +282,27 @@ def test_container_runner_command(tmp_path: Path) -> None:
     assert (ws.run_dir / "workdir").is_dir()
     with pytest.raises(ContainerStartError, match="names no image"):
         runner.command(spec(""), ws)
+
+
+def test_kill_leftovers_kills_only_the_recorded_processes(tmp_path: Path) -> None:
+    def task(name: str) -> tuple[subprocess.Popen[bytes], Path, str]:
+        proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        pid_dir = tmp_path / "tasks" / name / "rank-0"
+        pid_dir.mkdir(parents=True)
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return proc, pid_dir / PID_FILE, fields[19]
+
+    left, left_file, left_start = task("alloc-left")
+    other, other_file, other_start = task("alloc-reused")
+    try:
+        left_file.write_text(f"{left.pid} {left_start}")
+        other_file.write_text(f"{other.pid} {int(other_start) - 1}")  # a reused pid: not ours
+        (tmp_path / "tasks" / "alloc-left" / "rank-1").mkdir()
+        (tmp_path / "tasks" / "alloc-left" / "rank-1" / PID_FILE).write_text("garbage")
+        assert kill_leftovers(tmp_path) == ["alloc-left/rank-0"]
+        assert left.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        for proc in (left, other):
+            proc.kill()
+            proc.wait()

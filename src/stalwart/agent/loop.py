@@ -48,7 +48,7 @@ from stalwart.agent.protocol import (
     SyncResponse,
     TaskSpec,
 )
-from stalwart.agent.runner import ProcessRunner, Runner
+from stalwart.agent.runner import ProcessRunner, Runner, kill_leftovers
 from stalwart.agent.settings import AgentSettings
 from stalwart.agent.shipper import LogShipper
 from stalwart.errors import FailedPreconditionError, ForbiddenError, UnauthenticatedError
@@ -299,6 +299,8 @@ def create_agent(
     runner: Runner
     if settings.container_runtime == "none":
         runner = _process_runner(settings)
+        for name in kill_leftovers(settings.home):
+            log.warning("killed task %s, left running by an earlier life of this agent", name)
     else:
         runner = ContainerRunner(
             settings.container_runtime,

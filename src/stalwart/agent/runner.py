@@ -37,6 +37,7 @@ from stalwart.agent.workspace import Workspace
 from stalwart.errors import StalwartError
 
 __all__ = [
+    "PID_FILE",
     "ContainerStartError",
     "Handle",
     "LineSplitter",
@@ -192,6 +193,43 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+PID_FILE = "pid"
+"""``<container dir>/pid``: ``<pid> <start time>`` of a ProcessRunner task (see kill_leftovers)."""
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or
+    None when there is no such process (or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def kill_leftovers(home: Path) -> list[str]:
+    """SIGKILL the process groups that an earlier life of this agent left running.
+
+    A restarted agent does not adopt the tasks of its previous life (its registry is in
+    memory), and the master fails and reschedules them, so a leftover could only ever be a
+    second copy of a trial. Each ProcessRunner task wrote ``<home>/tasks/*/rank-*/pid``; a group
+    is killed only when its leader is the very process recorded (same pid and start time).
+    Returns the ``<allocation>/rank-<r>`` names of what was killed.
+    """
+    killed: list[str] = []
+    for pid_file in sorted((home / "tasks").glob(f"*/rank-*/{PID_FILE}")):
+        try:
+            pid_text, _, started = pid_file.read_text(encoding="ascii").partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if pid > 1 and started.strip() and _start_time(pid) == started.strip():
+            _signal_group(pid, signal.SIGKILL)
+            killed.append(f"{pid_file.parent.parent.name}/{pid_file.parent.name}")
+    return killed
+
+
 def _check_executable(command: str, cwd: Path, env: dict[str, str]) -> None:
     """ContainerStartError when ``command`` cannot be found, as Popen would raise for it (the
     namespace wrapper would only exit 127: a start failure must stay one)."""
@@ -287,6 +325,10 @@ class ProcessRunner(Runner):
         finally:
             for stream in outputs:
                 stream.close()
+        started = _start_time(proc.pid)
+        if started is not None:
+            with contextlib.suppress(OSError):
+                (workspace.root / PID_FILE).write_text(f"{proc.pid} {started}", encoding="ascii")
         handle = Handle(name=self.handle_name(spec), proc=proc)
         for path, stdtype in ((workspace.stdout_path, "stdout"), (workspace.stderr_path, "stderr")):
             reader = threading.Thread(

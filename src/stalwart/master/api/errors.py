@@ -2,16 +2,31 @@
 
 Body (Determined's grpc-gateway shape, plus a top-level ``message`` the client reads first):
 ``{"message": m, "error": {"code": <grpc code>, "reason": "<CodeName>", "error": m}}``.
+
+A database error that a retry can cure (the connection was lost or terminated, the server is
+shutting down, a serialization failure or deadlock, SQLite busy) is 503 ``Unavailable``: the
+Core API client and the agent retry 503, and the pool (``pool_pre_ping``) has already dropped
+the dead connection. Other database errors are 500 in the same shape.
 """
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from stalwart import errors
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
+"""PostgreSQL error classes a retry can cure: connection exception, transaction rollback
+(serialization failure, deadlock), insufficient resources, operator intervention (terminated
+backend, server shutdown)."""
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
 
@@ -54,6 +69,16 @@ def error_response(http: int, grpc: int, reason: str, message: str) -> JSONRespo
     return JSONResponse(body, status_code=http)
 
 
+def database_error_is_transient(exc: DBAPIError) -> bool:
+    """Whether retrying the request may succeed (see the module docstring)."""
+    if exc.connection_invalidated:
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES:
+        return True
+    return "database is locked" in str(exc.orig)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map StalwartError, request validation errors and HTTP errors to the wire shape."""
 
@@ -61,6 +86,19 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _stalwart(_request: Request, exc: errors.StalwartError) -> JSONResponse:
         http, grpc, reason = status_of(exc)
         return error_response(http, grpc, reason, str(exc))
+
+    @app.exception_handler(DBAPIError)
+    async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
+        if database_error_is_transient(exc):
+            log.warning(
+                "%s %s: database unavailable, answered 503: %s",
+                request.method,
+                request.url.path,
+                exc.orig,
+            )
+            return error_response(503, 14, "Unavailable", "the database is unavailable; retry")
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error_response(*_INTERNAL, "internal error: database")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

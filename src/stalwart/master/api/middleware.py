@@ -3,18 +3,37 @@
 - The official client posts JSON without a ``Content-Type`` (``requests`` with ``data=str``), and
   tools such as curl label it form data: every ``/api/`` request body is read as JSON.
 - A request whose declared ``Content-Length`` is over ``limits.max_request_bytes`` is answered
-  413 at once, before its body is read.
+  413 at once, before its body is read. A body without a declared length (chunked) is counted
+  as it is read: passing the limit raises :class:`BodyTooLargeError`, an ``HTTPException(413)``
+  that FastAPI's body parsing re-raises and the error handlers answer in the wire shape (this
+  middleware answers it itself if nothing else did).
 """
 
 from __future__ import annotations
 
 import json
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["WireMiddleware"]
+__all__ = ["BodyTooLargeError", "WireMiddleware"]
 
 _JSON = b"application/json"
+
+
+def _too_large_message(length: int | None, limit: int) -> str:
+    size = f"of {length} bytes" if length is not None else "over the limit"
+    return (
+        f"request body {size} is over the master's limit of {limit} bytes "
+        "(limits.max_request_bytes)"
+    )
+
+
+class BodyTooLargeError(HTTPException):
+    """A streamed request body went past ``limits.max_request_bytes`` (413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large_message(None, limit))
 
 
 class WireMiddleware:
@@ -36,13 +55,34 @@ class WireMiddleware:
         if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
             headers.append((b"content-type", _JSON))
             scope = {**scope, "headers": headers}
-        await self.app(scope, receive, send)
+        limit = self.max_request_bytes
+        received = 0
+        started = False
 
-    async def _too_large(self, send: Send, length: int) -> None:
-        message = (
-            f"request body of {length} bytes is over the master's limit of "
-            f"{self.max_request_bytes} bytes (limits.max_request_bytes)"
-        )
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLargeError(limit)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except BodyTooLargeError:
+            if started:
+                raise
+            await self._too_large(send, None)
+
+    async def _too_large(self, send: Send, length: int | None) -> None:
+        message = _too_large_message(length, self.max_request_bytes)
         body = json.dumps(
             {
                 "message": message,
