@@ -3,15 +3,19 @@ service the agent resource manager and the scheduler use."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError
+from stalwart.master.app import create_app
 from stalwart.master.db.tables import Allocation, Slot
 from stalwart.master.services import agents as agent_service
 from stalwart.master.services.allocations import container_id
 from stalwart.master.state import MasterState
 from stalwart.master.transitions import set_allocation_state
+from tests.master.conftest import login, make_settings
 from tests.master.test_allocations_api import (
     TrialEnv,
     login_headers,
@@ -257,3 +261,65 @@ def test_device_types_are_checked() -> None:
     assert agent_service.normalize_device_type("gpu") == "cuda"
     with pytest.raises(InvalidArgumentError):
         agent_service.normalize_device_type("tpu")
+
+
+# --- resource pools ---------------------------------------------------------------------------
+
+
+def test_resource_pools_from_config_and_agents(
+    client: TestClient, admin: dict[str, str], busy: TrialEnv
+) -> None:
+    state = master_state(client)
+    with state.sessions() as session:
+        agent_service.register_agent(
+            session, "x-1", slots=[("0", "cpu", "", "")], resource_pool="extra"
+        )
+        session.commit()
+    body = client.get("/api/v1/resource-pools", headers=admin).json()
+    assert body["pagination"]["total"] == 2
+    pools = {p["name"]: p for p in body["resourcePools"]}
+    default = pools["default"]
+    assert default["defaultComputePool"] is True
+    assert default["defaultAuxPool"] is True
+    assert (default["numAgents"], default["slotsAvailable"], default["slotsUsed"]) == (2, 3, 1)
+    assert default["slotType"] == "TYPE_CUDA"
+    assert default["slotsPerAgent"] == 2
+    assert default["schedulerType"] == "SCHEDULER_TYPE_PRIORITY"
+    assert default["schedulerFittingPolicy"] == "FITTING_POLICY_BEST"
+    assert default["details"]["priorityScheduler"] == {"preemption": False, "defaultPriority": 42}
+    assert default["type"] == "RESOURCE_POOL_TYPE_STATIC"
+    assert default["stats"]["scheduledCount"] + default["stats"]["queuedCount"] == 1
+    extra = pools["extra"]
+    assert (extra["defaultComputePool"], extra["slotType"], extra["slotsAvailable"]) == (
+        False,
+        "TYPE_CPU",
+        1,
+    )
+    page = client.get("/api/v1/resource-pools", params={"limit": 1}, headers=admin).json()
+    assert [p["name"] for p in page["resourcePools"]] == ["default"]
+    assert client.get("/api/v1/resource-pools").status_code == 401
+
+
+def test_resource_pools_of_the_master_config(tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path / "home",
+        resource_pools=[
+            {
+                "pool_name": "fair",
+                "description": "shared",
+                "scheduler": {"type": "fair_share", "fitting_policy": "worst"},
+            },
+            {"pool_name": "default", "scheduler": {"type": "priority", "preemption": True}},
+        ],
+    )
+    with TestClient(create_app(settings, run_cluster=False)) as client:
+        headers = login(client, "admin")
+        body = client.get("/api/v1/resource-pools", headers=headers).json()
+    pools = {p["name"]: p for p in body["resourcePools"]}
+    assert list(pools) == ["default", "fair"]
+    fair = pools["fair"]
+    assert (fair["description"], fair["numAgents"], fair["slotsAvailable"]) == ("shared", 0, 0)
+    assert fair["schedulerType"] == "SCHEDULER_TYPE_FAIR_SHARE"
+    assert fair["schedulerFittingPolicy"] == "FITTING_POLICY_WORST"
+    assert fair["details"]["priorityScheduler"] is None
+    assert pools["default"]["details"]["priorityScheduler"]["preemption"] is True

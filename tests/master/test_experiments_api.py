@@ -576,3 +576,89 @@ def test_experiment_trials(client: TestClient, admin: dict[str, str]) -> None:
         assert resp.status_code == 200, sort
         assert len(resp.json()["trials"]) == 3
     assert client.get("/api/v1/experiments/99/trials", headers=admin).status_code == 404
+
+
+# --- edit (PATCH) -----------------------------------------------------------------------------
+
+
+def test_patch_name_description_labels(client: TestClient, admin: dict[str, str]) -> None:
+    exp_id = new_experiment(client, admin, labels="[a]")
+    resp = client.patch(
+        f"/api/v1/experiments/{exp_id}",
+        json={"id": exp_id, "name": " renamed ", "description": "d", "labels": ["a", "b", "b"]},
+        headers=admin,
+    )
+    assert resp.status_code == 200, resp.text
+    exp = resp.json()["experiment"]
+    assert (exp["name"], exp["description"], exp["labels"]) == ("renamed", "d", ["a", "b"])
+    body = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()
+    assert body["experiment"]["labels"] == ["a", "b"]
+    config = body["config"]
+    assert (config["name"], config["description"], config["labels"]) == ("renamed", "d", ["a", "b"])
+    listed = client.get("/api/v1/experiments", params={"labels": "b"}, headers=admin).json()
+    assert [e["id"] for e in listed["experiments"]] == [exp_id]
+    # Absent and null fields stay as they are.
+    same = client.patch(f"/api/v1/experiments/{exp_id}", json={"name": None}, headers=admin)
+    assert same.json()["experiment"]["name"] == "renamed"
+
+
+def test_patch_resources_reach_the_scheduler(client: TestClient, admin: dict[str, str]) -> None:
+    from stalwart.master.cluster.placement import read_snapshot
+
+    exp_id = new_experiment(client, admin)
+    add_trial(client, exp_id, allocation="PENDING")
+    resp = client.patch(
+        f"/api/v1/experiments/{exp_id}",
+        json={"id": exp_id, "resources": {"priority": 7, "weight": 2.5, "maxSlots": 3}},
+        headers=admin,
+    )
+    assert resp.status_code == 200, resp.text
+    resources = resp.json()["experiment"]["config"]["resources"]
+    assert (resources["priority"], resources["weight"], resources["max_slots"]) == (7, 2.5, 3)
+    state = master(client)
+    with state.sessions() as session:
+        snap = read_snapshot(session, state.settings)
+    (request,) = [r for r in snap.requests if r.group_id == str(exp_id)]
+    assert (request.priority, request.weight) == (7, 2.5)
+    assert [g.max_slots for g in snap.groups if g.group_id == str(exp_id)] == [3]
+    cleared = client.patch(
+        f"/api/v1/experiments/{exp_id}", json={"resources": {"maxSlots": None}}, headers=admin
+    )
+    resources = cleared.json()["experiment"]["config"]["resources"]
+    assert "max_slots" not in resources
+    assert resources["priority"] == 7
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"name": "  "}, "must not be an empty"),
+        ({"labels": ["ok", " "]}, "labels must not be empty"),
+        ({"resources": {"priority": 0}}, "between 1 and 99"),
+        ({"resources": {"weight": 0}}, "greater than 0"),
+        ({"resources": {"maxSlots": 0}}, "at least 1"),
+        ({"notes": "x"}, "notes"),
+        ({"checkpointStorage": {"saveTrialBest": 1}}, "GC policy"),
+        ({"id": 999}, "not the experiment"),
+    ],
+)
+def test_patch_refusals(
+    client: TestClient, admin: dict[str, str], body: dict[str, Any], message: str
+) -> None:
+    exp_id = new_experiment(client, admin, name="keep")
+    resp = client.patch(f"/api/v1/experiments/{exp_id}", json=body, headers=admin)
+    assert resp.status_code == 400, resp.text
+    assert message in resp.json()["message"]
+    exp = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"]
+    assert exp["name"] == "keep"
+
+
+def test_patch_archived_unknown_and_credentials(client: TestClient, admin: dict[str, str]) -> None:
+    exp_id = new_experiment(client, admin)
+    complete(client, exp_id)
+    assert client.post(f"/api/v1/experiments/{exp_id}/archive", headers=admin).status_code == 200
+    resp = client.patch(f"/api/v1/experiments/{exp_id}", json={"name": "x"}, headers=admin)
+    assert resp.status_code == 400
+    assert "archived" in resp.json()["message"]
+    assert client.patch("/api/v1/experiments/9999", json={}, headers=admin).status_code == 404
+    assert client.patch(f"/api/v1/experiments/{exp_id}", json={}).status_code == 401

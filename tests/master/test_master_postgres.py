@@ -17,6 +17,7 @@ from stalwart.master.services.metrics import MetricsInput, lock_validations, rep
 from stalwart.master.services.tasks import create_trial, start_allocation
 from stalwart.master.settings import MasterSettings
 from tests.master.conftest import login
+from tests.master.test_experiments_api import new_experiment
 
 
 def _settings(home: Path, pg_url: str) -> MasterSettings:
@@ -94,3 +95,25 @@ def test_validation_inserts_of_one_experiment_commit_in_id_order(
         worker.join()
     finally:
         state.engine.dispose()
+
+
+def test_experiment_edits_and_resource_pools_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """``PATCH /api/v1/experiments/{id}`` rewrites the JSON config and labels on PostgreSQL too
+    (the label filter reads the edited labels), and the pool list reads its agents."""
+    settings = _settings(tmp_path / "home", pg_url)
+    with TestClient(create_app(settings, run_cluster=False)) as client:
+        headers = login(client, "admin")
+        exp_id = new_experiment(client, headers)
+        resp = client.patch(
+            f"/api/v1/experiments/{exp_id}",
+            json={"labels": ["pg"], "resources": {"priority": 5, "maxSlots": 2}},
+            headers=headers,
+        )
+        assert resp.status_code == 200, resp.text
+        body = client.get(f"/api/v1/experiments/{exp_id}", headers=headers).json()
+        assert body["config"]["resources"]["priority"] == 5
+        assert body["config"]["resources"]["max_slots"] == 2
+        listed = client.get("/api/v1/experiments", params={"labels": "pg"}, headers=headers)
+        assert [e["id"] for e in listed.json()["experiments"]] == [exp_id]
+        pools = client.get("/api/v1/resource-pools", headers=headers).json()["resourcePools"]
+        assert [p["name"] for p in pools] == ["default"]

@@ -1,4 +1,5 @@
-"""Routes: agents and their slots (``det agent list``, ``det slot list``; wire doc 4.5)."""
+"""Routes: agents and their slots (``det agent list``, ``det slot list``; wire doc 4.5), and the
+resource pools they serve (``GET /api/v1/resource-pools``, read by ``det job list`` and the SDK)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,24 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError, NotFoundError
-from stalwart.master.api.deps import Caller, CallerDep, SessionDep, require_admin
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep, require_admin
 from stalwart.master.api.models.agents import (
     DisableRequest,
     GetAgentResponse,
     GetAgentsResponse,
+    GetResourcePoolsResponse,
     GetSlotResponse,
     GetSlotsResponse,
+    PrioritySchedulerDetail,
+    QueueStats,
+    ResourcePoolDetail,
     V1Agent,
+    V1ResourcePool,
     agent_to_wire,
     slot_to_wire,
 )
 from stalwart.master.api.models.common import paginate
+from stalwart.master.cluster.placement import pool_settings
 from stalwart.master.db.tables import Agent, Allocation, Slot
 from stalwart.master.services import agents as agent_service
 
@@ -163,3 +170,62 @@ def disable_slot(
     slot = agent_service.set_slot_enabled(session, agent_id, slot_id, enabled=False, drain=drain)
     session.commit()
     return GetSlotResponse(slot=slot_to_wire(slot, _allocation_states(session, [slot])))
+
+
+_SLOT_TYPES = {"cuda": "TYPE_CUDA", "rocm": "TYPE_ROCM", "cpu": "TYPE_CPU"}
+
+
+@router.get("/resource-pools", response_model=GetResourcePoolsResponse)
+def get_resource_pools(
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    offset: int = 0,
+    limit: int = 0,
+    unbound: bool | None = None,
+) -> GetResourcePoolsResponse:
+    """Every resource pool (``default``, the master config's, then those only agents serve),
+    with slot counts and types from the connected agents and each pool's scheduler; paginated.
+
+    Pools are not bound to workspaces, so ``unbound`` changes nothing. Under the Slurm resource
+    manager the scheduler is reported as ``SCHEDULER_TYPE_SLURM``.
+    """
+    del unbound
+    settings = state.settings
+    schedulers = pool_settings(settings)
+    slurm = settings.resource_manager.type == "slurm"
+    pools = agent_service.resource_pools(session, settings.resource_pools)
+    start, end, pagination = paginate(len(pools), offset, limit)
+    wire = []
+    for pool in pools[start:end]:
+        sched = schedulers.get(pool.name)
+        kind = sched.scheduler if sched is not None else "priority"
+        fitting = sched.fitting_policy if sched is not None else "best"
+        detail = ResourcePoolDetail()
+        if kind == "priority" and not slurm:
+            detail.priority_scheduler = PrioritySchedulerDetail(
+                preemption=bool(sched and sched.preemption)
+            )
+        wire.append(
+            V1ResourcePool(
+                name=pool.name,
+                description=pool.description,
+                num_agents=pool.num_agents,
+                slots_available=pool.slots_available,
+                slots_used=pool.slots_used,
+                slot_type=_SLOT_TYPES[pool.slot_type],
+                default_compute_pool=pool.name == "default",
+                default_aux_pool=pool.name == "default",
+                slots_per_agent=pool.slots_per_agent,
+                scheduler_type="SCHEDULER_TYPE_SLURM"
+                if slurm
+                else f"SCHEDULER_TYPE_{kind.upper()}",
+                scheduler_fitting_policy="FITTING_POLICY_SLURM"
+                if slurm
+                else f"FITTING_POLICY_{fitting.upper()}",
+                details=detail,
+                cluster_name=settings.cluster_name,
+                stats=QueueStats(queued_count=pool.queued, scheduled_count=pool.scheduled),
+            )
+        )
+    return GetResourcePoolsResponse(resource_pools=wire, pagination=pagination)

@@ -1,4 +1,5 @@
-"""Routes: experiments (create, list, get, state actions, archive, delete, model definition)."""
+"""Routes: experiments (create, list, get, edit, state actions, archive, delete, model
+definition)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from stalwart.master.api.models.experiments import (
     GetExperimentsResponse,
     JobSummary,
     ModelDefResponse,
+    PatchExperimentRequest,
+    PatchExperimentResponse,
     V1Experiment,
     experiment_to_wire,
 )
@@ -226,6 +229,53 @@ def delete(experiment_id: int, caller: CallerDep, session: SessionDep) -> Empty:
     """Delete a terminal experiment and everything recorded about it (owner or admin)."""
     svc.delete_experiment(session, caller.user, experiment_id)
     return Empty()
+
+
+@router.patch("/experiments/{experiment_id}", response_model=PatchExperimentResponse)
+def patch_experiment(
+    experiment_id: int,
+    body: PatchExperimentRequest,
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+) -> Response:
+    """Edit name, description, labels, ``max_slots``, ``priority`` or ``weight`` (Determined's
+    ``PATCH /api/v1/experiments/{id}``; absent or null fields are left as they are, except
+    ``resources.maxSlots: null``, which removes the limit).
+
+    400 if the body's ``id`` names another experiment, for non-empty ``notes`` (not stored) and
+    for ``checkpointStorage`` (``det e set gc-policy``: not served yet); otherwise see
+    :func:`stalwart.master.services.experiments.patch_experiment`. The scheduler is woken so a
+    new ``max_slots``, ``priority`` or ``weight`` applies at once.
+    """
+    if body.id is not None and body.id != experiment_id:
+        raise InvalidArgumentError(
+            f"the body's id ({body.id}) is not the experiment in the path ({experiment_id})"
+        )
+    if body.notes:
+        raise InvalidArgumentError("experiment notes are not supported by Stalwart yet")
+    if body.checkpoint_storage is not None:
+        raise InvalidArgumentError(
+            "changing an experiment's checkpoint GC policy is not supported by Stalwart yet"
+        )
+    res = body.resources
+    svc.patch_experiment(
+        session,
+        experiment_id,
+        svc.ExperimentPatch(
+            name=body.name,
+            description=body.description,
+            labels=body.labels,
+            max_slots=res.max_slots if res else None,
+            priority=res.priority if res else None,
+            weight=res.weight if res else None,
+            clear_max_slots=res is not None and "max_slots" in res.model_fields_set,
+        ),
+    )
+    state.hints.experiment(experiment_id)
+    return _json(
+        PatchExperimentResponse(experiment=_wire(svc.experiment_view(session, experiment_id)))
+    )
 
 
 @router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefResponse)

@@ -12,20 +12,25 @@ Contracts:
   be free or already held by the same allocation; otherwise FailedPreconditionError and nothing
   changes. :func:`release_slots` frees whatever an allocation holds (idempotent).
 - Device types are stored as ``cpu``, ``cuda`` or ``rocm`` (``TYPE_CUDA`` etc. are accepted).
+- :func:`resource_pools` only reads: the pools of the master config and of connected agents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.tables import Agent, Allocation, Slot, utcnow
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
 __all__ = [
     "DEVICE_TYPES",
+    "PoolView",
     "SlotSpec",
     "assign_slots",
     "free_slots",
@@ -36,6 +41,7 @@ __all__ = [
     "normalize_device_type",
     "register_agent",
     "release_slots",
+    "resource_pools",
     "set_agent_enabled",
     "set_slot_enabled",
     "slots_of",
@@ -232,3 +238,75 @@ def set_slot_enabled(
     slot.draining = (not enabled) and drain
     session.flush()
     return slot
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One resource pool as ``GET /api/v1/resource-pools`` reports it.
+
+    ``slot_type`` is ``cuda``, ``rocm`` or ``cpu`` (the pool's best device, as the scheduler
+    decides it); ``slots_available`` counts the enabled slots of its connected, enabled agents
+    and ``slots_used`` those of them an allocation holds; ``queued`` and ``scheduled`` count the
+    live allocations of the pool that wait for slots and that hold them.
+    """
+
+    name: str
+    description: str
+    num_agents: int
+    slots_per_agent: int
+    slot_type: str
+    slots_available: int
+    slots_used: int
+    queued: int
+    scheduled: int
+
+
+_PLACED = ("ASSIGNED", "PULLING", "STARTING", "RUNNING", "TERMINATING")
+"""Allocation states that hold slots (``cluster.placement.PLACED_STATES``; not imported from
+there so this module stays below the cluster layer)."""
+
+
+def resource_pools(session: Session, configured: Sequence[Mapping[str, Any]]) -> list[PoolView]:
+    """Every resource pool: the ``default`` pool, then the configured ones (``configured`` is the
+    master config's ``resource_pools``, in its order), then pools that only agents serve (sorted).
+    Disconnected agents count for nothing."""
+    names: dict[str, str] = {"default": ""}
+    for entry in configured:
+        name = entry.get("pool_name")
+        if isinstance(name, str) and name:
+            desc = entry.get("description")
+            names[name] = desc if isinstance(desc, str) else ""
+    agents = list(session.scalars(select(Agent).where(Agent.connected.is_(True))))
+    for extra in sorted({a.resource_pool for a in agents} - set(names)):
+        names[extra] = ""
+    slots: dict[str, list[Slot]] = {a.id: [] for a in agents}
+    for slot in session.scalars(select(Slot).where(Slot.agent_id.in_(list(slots)))):
+        slots[slot.agent_id].append(slot)
+    counts: dict[tuple[str, bool], int] = {}
+    rows = session.execute(
+        select(Allocation.resource_pool, Allocation.state).where(
+            Allocation.state.in_(LIVE_ALLOCATION_STATES)
+        )
+    )
+    for pool, state in rows:
+        key = (str(pool), state in _PLACED)
+        counts[key] = counts.get(key, 0) + 1
+    out = []
+    for name, description in names.items():
+        members = [a for a in agents if a.resource_pool == name]
+        usable = [s for a in members if a.enabled for s in slots[a.id] if s.enabled]
+        kinds = {s.device_type for a in members for s in slots[a.id]}
+        out.append(
+            PoolView(
+                name=name,
+                description=description,
+                num_agents=len(members),
+                slots_per_agent=max((len(slots[a.id]) for a in members), default=0),
+                slot_type="cuda" if "cuda" in kinds else "rocm" if "rocm" in kinds else "cpu",
+                slots_available=len(usable),
+                slots_used=sum(1 for s in usable if s.allocation_id is not None),
+                queued=counts.get((name, False), 0),
+                scheduled=counts.get((name, True), 0),
+            )
+        )
+    return out

@@ -22,6 +22,11 @@ committing wrappers (:func:`pause_experiment`...).
   experiment reaches its terminal state. The scheduler calls them when an allocation ends.
 
 Archived experiments refuse every state action with a 400 (Determined hides them from edits).
+
+Edits (:func:`patch_experiment`, ``det e set ...`` and ``det e label``): name, description and
+labels change both the columns and the stored config; ``max_slots``, ``priority`` and ``weight``
+change the config's ``resources`` section, which the scheduler reads on every pass, so they take
+effect on the experiment's queued and running allocations from the next pass.
 """
 
 from __future__ import annotations
@@ -36,7 +41,12 @@ from typing import Any
 from sqlalchemy import String, cast, delete, func, select
 from sqlalchemy.orm import Session, defer
 
-from stalwart.errors import FailedPreconditionError, ForbiddenError, NotFoundError
+from stalwart.errors import (
+    FailedPreconditionError,
+    ForbiddenError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from stalwart.master.api.models.common import paginate
 from stalwart.master.db.tables import (
     Allocation,
@@ -74,6 +84,7 @@ from stalwart.master.transitions import (
 __all__ = [
     "UNSTARTED_ALLOCATION_STATES",
     "ExperimentFilters",
+    "ExperimentPatch",
     "ExperimentView",
     "Signals",
     "activate_experiment",
@@ -95,6 +106,7 @@ __all__ = [
     "list_experiments",
     "live_allocations",
     "model_definition_b64",
+    "patch_experiment",
     "pause_experiment",
     "settle_experiment",
     "settle_trial",
@@ -365,6 +377,76 @@ def archive_experiment(session: Session, experiment_id: int, archived: bool) -> 
         )
     experiment.archived = archived
     session.commit()
+
+
+@dataclass(frozen=True)
+class ExperimentPatch:
+    """A partial edit of an experiment; None leaves a field as it is.
+
+    ``labels`` is the complete new list (duplicates are dropped, order kept);
+    ``clear_max_slots`` removes ``resources.max_slots`` (``det e set max-slots ID none``).
+    """
+
+    name: str | None = None
+    description: str | None = None
+    labels: Sequence[str] | None = None
+    max_slots: int | None = None
+    priority: int | None = None
+    weight: float | None = None
+    clear_max_slots: bool = False
+
+
+def patch_experiment(session: Session, experiment_id: int, patch: ExperimentPatch) -> Experiment:
+    """Apply ``patch`` to an experiment and its stored config; commit; return the experiment.
+
+    404 if it does not exist; 400 (nothing changed) if it is archived, the name is blank or
+    longer than 255 characters, a label is blank, ``priority`` is outside 1-99, ``weight`` is
+    not positive or ``max_slots`` is below 1. An empty patch changes nothing.
+    """
+    experiment = get_experiment(session, experiment_id)
+    if experiment.archived:
+        raise FailedPreconditionError(
+            f"experiment ({experiment_id}) is archived and cannot have attributes updated."
+        )
+    config = json.loads(json.dumps(experiment.config or {}))
+    resources = config.get("resources")
+    resources = dict(resources) if isinstance(resources, dict) else {}
+    if patch.name is not None:
+        name = patch.name.strip()
+        if not name:
+            raise InvalidArgumentError("`name` must not be an empty or whitespace string.")
+        if len(name) > 255:
+            raise InvalidArgumentError("`name` must be at most 255 characters long.")
+        experiment.name = name
+        config["name"] = name
+    if patch.description is not None:
+        experiment.description = patch.description
+        config["description"] = patch.description
+    if patch.labels is not None:
+        labels = list(dict.fromkeys(patch.labels))
+        if any(not label.strip() for label in labels):
+            raise InvalidArgumentError("labels must not be empty or whitespace strings.")
+        experiment.labels = labels
+        config["labels"] = labels
+    if patch.priority is not None:
+        if not 1 <= patch.priority <= 99:
+            raise InvalidArgumentError(f"priority must be between 1 and 99 (got {patch.priority})")
+        resources["priority"] = patch.priority
+    if patch.weight is not None:
+        if not patch.weight > 0:
+            raise InvalidArgumentError(f"weight must be greater than 0 (got {patch.weight})")
+        resources["weight"] = patch.weight
+    if patch.max_slots is not None:
+        if patch.max_slots < 1:
+            raise InvalidArgumentError(f"max_slots must be at least 1 (got {patch.max_slots})")
+        resources["max_slots"] = patch.max_slots
+    elif patch.clear_max_slots:
+        resources.pop("max_slots", None)
+    if resources or "resources" in config:
+        config["resources"] = resources
+    experiment.config = config
+    session.commit()
+    return experiment
 
 
 def delete_experiment(session: Session, user: User, experiment_id: int) -> None:

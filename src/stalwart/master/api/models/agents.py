@@ -27,6 +27,7 @@ __all__ = [
     "DisableRequest",
     "GetAgentResponse",
     "GetAgentsResponse",
+    "GetResourcePoolsResponse",
     "GetSlotResponse",
     "GetSlotsResponse",
     "GetTaskAcceleratorDataResponse",
@@ -36,7 +37,10 @@ __all__ = [
     "NotifyContainerRunningRequest",
     "PostAcceleratorDataRequest",
     "PreemptionSignalResponse",
+    "PrioritySchedulerDetail",
+    "QueueStats",
     "RendezvousInfoResponse",
+    "ResourcePoolDetail",
     "ResourcesSummary",
     "SlotStats",
     "V1Agent",
@@ -44,6 +48,7 @@ __all__ = [
     "V1Container",
     "V1Device",
     "V1RendezvousInfo",
+    "V1ResourcePool",
     "V1Slot",
     "V1Task",
     "agent_to_wire",
@@ -434,3 +439,78 @@ class AllGatherResponse(WireModel):
 class NotifyContainerRunningRequest(AllGatherRequest):
     rank: int | None = Field(default=None, description="Container rank.")
     node_name: str | None = Field(default=None, description="Node the container runs on.")
+
+
+class QueueStats(WireModel):
+    """``v1QueueStats`` of a pool."""
+
+    queued_count: int = Field(default=0, description="Allocations waiting for slots.")
+    scheduled_count: int = Field(default=0, description="Allocations holding slots.")
+
+
+class PrioritySchedulerDetail(WireModel):
+    """``v1ResourcePoolPrioritySchedulerDetail``."""
+
+    preemption: bool = Field(description="Whether higher priorities preempt lower ones.")
+    default_priority: int = Field(default=42, description="Priority of jobs that set none.")
+
+
+class ResourcePoolDetail(WireModel):
+    """``v1ResourcePoolDetail``: only ``priorityScheduler`` (no cloud providers)."""
+
+    priority_scheduler: PrioritySchedulerDetail | None = Field(
+        default=None, description="Set for priority-scheduled pools."
+    )
+
+
+class V1ResourcePool(WireModel):
+    """``v1ResourcePool``; every field without a default is REQUIRED by the official client.
+
+    Stalwart pools are static (``RESOURCE_POOL_TYPE_STATIC``): no cloud provider fields, no
+    auxiliary containers."""
+
+    name: str = Field(description="Pool name.")
+    description: str = Field(default="", description="From the master config.")
+    type: str = Field(default="RESOURCE_POOL_TYPE_STATIC", description="v1ResourcePoolType.")
+    num_agents: int = Field(description="Connected agents serving the pool.")
+    slots_available: int = Field(description="Enabled slots of its enabled agents.")
+    slots_used: int = Field(description="Of those, slots an allocation holds.")
+    slot_type: str = Field(description="devicev1Type: TYPE_CUDA, TYPE_ROCM or TYPE_CPU.")
+    aux_container_capacity: int = Field(default=0, description="No auxiliary containers.")
+    aux_containers_running: int = Field(default=0, description="No auxiliary containers.")
+    default_compute_pool: bool = Field(description="Experiments that name no pool go here.")
+    default_aux_pool: bool = Field(description="Same as defaultComputePool.")
+    preemptible: bool = Field(default=False, description="No spot instances.")
+    min_agents: int = Field(default=0, description="No auto-scaling.")
+    max_agents: int = Field(default=0, description="No auto-scaling.")
+    slots_per_agent: int | None = Field(default=None, description="Most slots on one agent.")
+    aux_container_capacity_per_agent: int = Field(default=0, description="Unused.")
+    scheduler_type: str = Field(description="v1SchedulerType of the pool.")
+    scheduler_fitting_policy: str = Field(description="v1FittingPolicy of the pool.")
+    location: str = Field(default="", description="Unused (cloud).")
+    image_id: str = Field(default="", description="Unused (cloud).")
+    instance_type: str = Field(default="", description="Unused (cloud).")
+    master_url: str = Field(default="", description="Unused (cloud).")
+    master_cert_name: str = Field(default="", description="Unused (cloud).")
+    startup_script: str = Field(default="", description="Unused (cloud).")
+    container_startup_script: str = Field(default="", description="Unused (cloud).")
+    agent_docker_network: str = Field(default="", description="Unused (cloud).")
+    agent_docker_runtime: str = Field(default="", description="Unused (cloud).")
+    agent_docker_image: str = Field(default="", description="Unused (cloud).")
+    agent_fluent_image: str = Field(default="", description="Unused (cloud).")
+    max_idle_agent_period: float = Field(default=0.0, description="Unused (cloud).")
+    max_agent_starting_period: float = Field(default=0.0, description="Unused (cloud).")
+    details: ResourcePoolDetail = Field(
+        default_factory=ResourcePoolDetail, description="Scheduler details."
+    )
+    accelerator: str | None = Field(default=None, description="Unused.")
+    cluster_name: str = Field(description="The configured cluster name.")
+    resource_manager_metadata: dict[str, str] = Field(default_factory=dict, description="Unused.")
+    stats: QueueStats = Field(default_factory=QueueStats, description="Queue counts.")
+
+
+class GetResourcePoolsResponse(WireModel):
+    """``v1GetResourcePoolsResponse``."""
+
+    resource_pools: list[V1ResourcePool] = Field(description="One page of pools.")
+    pagination: Pagination = Field(description="Where this page is.")

@@ -19,6 +19,10 @@ __all__ = [
     "GetExperimentsResponse",
     "JobSummary",
     "ModelDefResponse",
+    "PatchCheckpointStorage",
+    "PatchExperimentRequest",
+    "PatchExperimentResponse",
+    "PatchResources",
     "V1Experiment",
     "V1File",
     "experiment_to_wire",
@@ -225,3 +229,41 @@ class BestSearcherValidationMetricResponse(WireModel):
     """``v1GetBestSearcherValidationMetricResponse``."""
 
     metric: float = Field(description="The best searcher metric value of the experiment.")
+
+
+class PatchResources(WireRequest):
+    """``PatchExperimentPatchResources``: each field that is sent (not null) is changed."""
+
+    max_slots: int | None = Field(
+        default=None, description="resources.max_slots; an explicit null removes the limit."
+    )
+    priority: int | None = Field(default=None, description="resources.priority (1-99).")
+    weight: float | None = Field(default=None, description="resources.weight (> 0).")
+
+
+class PatchCheckpointStorage(WireRequest):
+    """``PatchExperimentPatchCheckpointStorage`` (``det e set gc-policy``): refused for now."""
+
+    save_experiment_best: int | None = Field(default=None, description="Refused.")
+    save_trial_best: int | None = Field(default=None, description="Refused.")
+    save_trial_latest: int | None = Field(default=None, description="Refused.")
+
+
+class PatchExperimentRequest(WireRequest):
+    """``v1PatchExperiment``: a partial update; a field that is absent or null is left as is."""
+
+    id: int | None = Field(default=None, description="Must match the path's id when sent.")
+    name: str | None = Field(default=None, description="New name (not blank).")
+    description: str | None = Field(default=None, description="New description.")
+    labels: list[str] | None = Field(default=None, description="The complete new label list.")
+    notes: str | None = Field(default=None, description="Not stored: only empty is accepted.")
+    resources: PatchResources | None = Field(default=None, description="Scheduling knobs.")
+    checkpoint_storage: PatchCheckpointStorage | None = Field(
+        default=None, description="GC policy: refused (not served yet)."
+    )
+
+
+class PatchExperimentResponse(WireModel):
+    """``v1PatchExperimentResponse``."""
+
+    experiment: V1Experiment = Field(description="The experiment after the change.")
