@@ -42,6 +42,7 @@ from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.transitions import install_event_publisher
+from stalwart.master.ui import mount_ui
 
 __all__ = ["create_app", "open_state"]
 
@@ -148,4 +149,5 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         batch,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
+    mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app
