@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import cluster, harness, master_api, slurm
+from bench import b1, cluster, harness, master_api, slurm
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -32,6 +32,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     harness.NAME: (
         harness.run,
         "Core API harness: report_training_metrics cost, 1,000,000 metric points to the master",
+    ),
+    b1.NAME: (
+        b1.run,
+        "B1 vs Ray Tune and Optuna: 1,000 x 1 s trials, 16 at a time, overhead over the floor",
     ),
 }
 

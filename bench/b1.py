@@ -1,0 +1,255 @@
+"""``b1``: scheduling overhead against the peers, side by side (issue 10, B1).
+
+The same workload on Stalwart and on each peer, back to back in one invocation, so that the
+ratios hold on a shared machine where absolute times drift: N trials that each sleep 1 s and
+report one metric, 16 at a time (oversubscribed on purpose on a small machine), against the
+floor of N x 1 s / 16. N is 1,000 (floor 62.5 s); ``--quick`` runs 160 (floor 10 s).
+
+- Stalwart: ``stalwart master`` + ``stalwart agent --slots 16`` on a fresh SQLite home, a random
+  search of ``sleep 1`` trials with ``max_concurrent_trials: 16`` (the ``cluster`` benchmark's
+  ``sleep_1000``). Gap = one allocation ending to the next one starting (master timestamps).
+- Ray Tune, Optuna: ``bench/peers/sleep_trials.py`` in the peers' own virtual environment
+  ``.cache/bench-peers``, created here from ``bench/requirements-peers.txt`` on first use (and
+  again when that file changes). See that script for each peer's setup and where its trial
+  start/end times come from.
+
+Wall time is the search alone: starting the master and agent, or Ray, is not counted (Ray's
+start-up is in the raw results). ``x Stalwart`` is the peer's overhead over the floor divided by
+Stalwart's, measured in the same invocation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.cluster import _login, _sleep_trials
+from bench.common import (
+    REPO,
+    BenchError,
+    Measurement,
+    Options,
+    _free_port,
+    latency_stats,
+    write_results,
+)
+from stalwart.local import LocalCluster
+
+__all__ = ["NAME", "PEERS", "ensure_peers_venv", "run", "trial_gaps"]
+
+NAME = "b1"
+SLOTS = 16
+# ray_tune: Ray's defaults (a new actor per trial); ray_tune_reuse: reuse_actors=True, the
+# setting of Ray's own published benchmark for this shape.
+PEERS: tuple[str, ...] = ("ray_tune", "ray_tune_reuse", "optuna")
+PEERS_VENV = REPO / ".cache" / "bench-peers"
+PEERS_REQUIREMENTS = Path(__file__).resolve().parent / "requirements-peers.txt"
+PEER_SCRIPT = Path(__file__).resolve().parent / "peers" / "sleep_trials.py"
+
+
+def ensure_peers_venv() -> tuple[Path, float]:
+    """The peers' Python, creating or refreshing ``.cache/bench-peers``; and the seconds it took.
+
+    The venv is rebuilt when ``bench/requirements-peers.txt`` differs from the copy stored in it
+    at the last install (0 seconds when nothing had to be done).
+    """
+    python = PEERS_VENV / "bin" / "python"
+    stamp = PEERS_VENV / "requirements-peers.txt"
+    wanted = PEERS_REQUIREMENTS.read_text(encoding="utf-8")
+    if python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == wanted:
+        return python, 0.0
+    print(f"{NAME}: installing the peers into {PEERS_VENV} (once; about a minute)", flush=True)
+    started = time.monotonic()
+    shutil.rmtree(PEERS_VENV, ignore_errors=True)
+    PEERS_VENV.parent.mkdir(parents=True, exist_ok=True)
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    steps = [[sys.executable, "-m", "venv", str(PEERS_VENV)], [*pip, "-r", str(PEERS_REQUIREMENTS)]]
+    for cmd in steps:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise BenchError(f"could not install the peers ({' '.join(cmd[:3])}...):\n{tail}")
+    stamp.write_text(wanted, encoding="utf-8")
+    took = time.monotonic() - started
+    print(f"{NAME}: peers installed in {took:.0f} s", flush=True)
+    return python, took
+
+
+def trial_gaps(spans: Sequence[tuple[float, float]], slots: int) -> list[float]:
+    """For each trial end (but the last ``slots``), the time until the next trial starts."""
+    starts = sorted(start for start, _ in spans)
+    ends = sorted(end for _, end in spans)
+    gaps = []
+    for end in ends[: max(len(ends) - slots, 0)]:
+        i = bisect.bisect_left(starts, end)
+        if i < len(starts):
+            gaps.append(starts[i] - end)
+    return gaps
+
+
+def _stalwart(trials: int, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    config = work / "master.yaml"
+    config.write_text("cluster:\n  tick: 1.0\n")
+    cluster = LocalCluster(home=work / "home", port=_free_port(), master_config=config)
+    try:
+        started = time.monotonic()
+        cluster.start_master()
+        cluster.start_agent("bench", slots=SLOTS)
+        client = _login(cluster.url)
+        startup = time.monotonic() - started
+        wall, _, gap = _sleep_trials(cluster, client, trials, SLOTS)
+        client.close()
+    finally:
+        cluster.stop()
+    assert wall.value is not None
+    return {
+        "wall_s": wall.value,
+        "startup_s": startup,
+        "errors": 0,
+        "gap": gap.stats,
+        "version": _stalwart_version(),
+        "span_source": "allocations.start_time / end_time in the master's database",
+    }
+
+
+def _stalwart_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stalwart")
+    except PackageNotFoundError:
+        return "source"
+
+
+def _peer(python: Path, peer: str, trials: int, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "result.json"
+    log_path = work / "peer.log"
+    floor = trials / SLOTS
+    cmd = [str(python), str(PEER_SCRIPT), peer, "--trials", str(trials), "--slots", str(SLOTS)]
+    cmd += ["--out", str(out), "--work", str(work)]
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        try:
+            done = subprocess.run(
+                cmd, stdout=log, stderr=subprocess.STDOUT, timeout=floor * 30 + 300, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BenchError(f"{peer} did not finish within {exc.timeout:g}s") from exc
+    process_s = time.monotonic() - started
+    if done.returncode != 0 or not out.exists():
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+        raise BenchError(f"{peer} exited with {done.returncode}:\n{tail}")
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    spans = [(float(s), float(e)) for s, e in result.pop("spans")]
+    gaps = trial_gaps(spans, SLOTS)
+    result["gap"] = latency_stats(gaps) if gaps else {}
+    result["completed"] = len(spans)
+    result["process_s"] = process_s
+    return result
+
+
+def _measurements(system: str, trials: int, result: dict[str, Any]) -> list[Measurement]:
+    floor = trials / SLOTS
+    wall = float(result["wall_s"])
+    overhead = (wall - floor) / floor * 100
+    result["floor_s"] = floor
+    result["overhead_pct"] = overhead
+    gap = result.get("gap") or {}
+    ours = system == "stalwart"
+    return [
+        Measurement(
+            name=f"{system}_wall",
+            value=wall,
+            unit="s",
+            stats={k: v for k, v in result.items() if k != "gap"},
+            note=f"{trials} trials x 1 s, {SLOTS} at a time, floor {floor:g} s",
+        ),
+        Measurement(
+            name=f"{system}_overhead",
+            value=overhead,
+            unit="%",
+            target="<= 5 %" if ours else None,
+            passed=overhead <= 5.0 if ours else None,
+        ),
+        Measurement(
+            name=f"{system}_trial_gap",
+            value=gap["p50_ms"] / 1000 if gap.get("count") else None,
+            unit="s",
+            stats=gap,
+            note=f"p50; p99 in stats ({result['span_source']})",
+        ),
+    ]
+
+
+def _print_side_by_side(trials: int, results: dict[str, dict[str, Any]]) -> None:
+    base = results["stalwart"]["overhead_pct"]
+    header = ("system", "version", "wall s", "floor s", "overhead", "x Stalwart", "gap p50")
+    rows = [(*header, "gap p99", "failed")]
+    for system, r in results.items():
+        gap = r.get("gap") or {}
+        ratio = "1.00" if system == "stalwart" else f"{r['overhead_pct'] / base:.2f}"
+        rows.append(
+            (
+                system,
+                str(r["version"]),
+                f"{r['wall_s']:.1f}",
+                f"{r['floor_s']:g}",
+                f"{r['overhead_pct']:.1f} %",
+                ratio if base > 0 else "n/a",
+                f"{gap['p50_ms']:.0f} ms" if gap.get("count") else "n/a",
+                f"{gap['p99_ms']:.0f} ms" if gap.get("count") else "n/a",
+                str(r["errors"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    print(f"\n== {NAME}: {trials} trials x 1 s, {SLOTS} at a time (Stalwart target <= 5 %)")
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if i == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+def run(options: Options) -> list[Measurement]:
+    """Run B1 on Stalwart and then on each peer (see the module docstring)."""
+    python, install_s = ensure_peers_venv()
+    trials = 160 if options.quick else 1000
+    work = options.workdir or Path(tempfile.mkdtemp(prefix="stalwart-bench-b1-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, Any]] = {}
+    measurements: list[Measurement] = []
+    try:
+        for system in ("stalwart", *PEERS):
+            print(f"{NAME}: {system} ...", flush=True)
+            if system == "stalwart":
+                results[system] = _stalwart(trials, work / system)
+            else:
+                results[system] = _peer(python, system, trials, work / system)
+            measurements += _measurements(system, trials, results[system])
+    finally:
+        if options.workdir is None and not options.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    base = results["stalwart"]["overhead_pct"]
+    for peer in PEERS:
+        measurements.append(
+            Measurement(
+                name=f"{peer}_overhead_ratio",
+                value=results[peer]["overhead_pct"] / base if base > 0 else None,
+                unit="x",
+                note="the peer's overhead over the floor / Stalwart's, same invocation",
+            )
+        )
+    _print_side_by_side(trials, results)
+    setup = {"slots": SLOTS, "trials": trials, "peers_install_s": install_s}
+    path = write_results(NAME, options, measurements, {"setup": setup})
+    print(f"raw results: {path}")
+    return measurements
