@@ -1,6 +1,7 @@
 """Private mount namespaces for local tasks: nsexec's command line, the binds of a task, the
 probe, and real tasks started by ProcessRunner through nsexec (their own /run/determined, the
-group, signals, exit codes and the exit hint kept), plus the note when there is no namespace."""
+group, signals, exit codes and the exit hint kept); without namespaces, the fallback that runs
+tasks written for the official harness one at a time with the fixed paths linked to theirs."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from stalwart.agent import nsexec
+from stalwart.agent import fixedpaths, nsexec
 from stalwart.agent.isolation import (
     FALLBACK_TASK_NOTE,
     RUN_DIR_TARGET,
     SHARED_FS_TARGET,
+    FixedPaths,
     MountNamespaces,
     probe,
     shared_fs_host_path,
@@ -221,17 +223,108 @@ def test_a_missing_command_is_a_start_failure(spaces: MountNamespaces, tmp_path:
 # --- no namespace --------------------------------------------------------------------------------
 
 
-def test_without_namespaces_determined_tasks_get_a_note(tmp_path: Path) -> None:
-    runner = ProcessRunner(no_namespace_reason="unshare: Operation not permitted")
-    for experiment, source, noted in (
+def test_without_namespaces_official_tasks_get_a_note_and_their_own_paths(
+    tmp_path: Path,
+) -> None:
+    runner = ProcessRunner(
+        no_namespace_reason="unshare: Operation not permitted",
+        fixed_paths=FixedPaths(lock=str(tmp_path / "paths.lock")),
+    )
+    show = "import os; print(os.path.realpath('/run/determined'))"
+    for experiment, source, official in (
         ("1", "import determined as det\n", True),
         ("2", "import stalwart as det\n", False),
     ):
         ws = workspace(tmp_path / f"ws-{experiment}")
         (ws.workdir / "train.py").write_text(source)
-        task = spec("print('hi')", task_id=f"{experiment}.abc", allocation_id=f"{experiment}.abc.1")
+        task = spec(show, task_id=f"{experiment}.abc", allocation_id=f"{experiment}.abc.1")
         sink = Sink()
         assert finish(runner, runner.start(task, ws, sink)) == 0
         note = FALLBACK_TASK_NOTE.format(reason="unshare: Operation not permitted") + "\n"
-        assert sink.text("stderr") == ([note] if noted else [])
-        assert sink.text() == ["hi\n"]
+        assert sink.text("stderr") == ([note] if official else [])
+        if official:
+            assert sink.text() == [f"{ws.run_dir.resolve()}\n"]
+            assert os.path.realpath(f"{RUN_DIR_TARGET}/workdir") == str(ws.workdir.resolve())
+        else:
+            assert sink.text() != [f"{ws.run_dir.resolve()}\n"]
+
+
+def test_without_namespaces_official_tasks_run_one_at_a_time(tmp_path: Path) -> None:
+    """Two tasks started together: the second waits (and says so) until the first has ended,
+    and each sees its own /run/determined and /determined_shared_fs the whole time."""
+    runner = ProcessRunner(
+        no_namespace_reason="off", fixed_paths=FixedPaths(lock=str(tmp_path / "paths.lock"))
+    )
+    script = (
+        "import os, time\n"
+        "mine = open('/run/determined/whoami').read()\n"
+        "print(time.time(), mine, os.listdir('/determined_shared_fs'), flush=True)\n"
+        "time.sleep(1.5)\n"
+        "print(time.time(), open('/run/determined/whoami').read(), flush=True)\n"
+    )
+    started = []
+    for name in ("first", "second"):
+        ws = workspace(tmp_path / name)
+        (ws.workdir / "train.py").write_text("import determined\n")
+        (ws.run_dir / "whoami").write_text(name)
+        shared = tmp_path / f"shared-{name}"
+        (shared / name).mkdir(parents=True)
+        task = spec(
+            script,
+            task_id=f"{name}.abc",
+            allocation_id=f"{name}.abc.1",
+            env=_config_env({"type": "shared_fs", "host_path": str(shared)}),
+        )
+        sink = Sink()
+        started.append((runner.start(task, ws, sink), sink))
+        if name == "first":
+            wait_for("the first task to start", lambda: bool(started[0][1].text()))
+    spans = []
+    for (handle, sink), name in zip(started, ("first", "second"), strict=True):
+        assert finish(runner, handle) == 0
+        lines = [line.split(" ", 1) for line in sink.text()]
+        assert [rest.split(" ", 1)[0] for _, rest in lines] == [name, f"{name}\n"]
+        assert f"['{name}']" in sink.text()[0]
+        spans.append((float(lines[0][0]), float(lines[1][0])))
+    assert spans[0][1] <= spans[1][0], "the second task ran while the first held the paths"
+    assert fixedpaths.WAITING + "\n" in started[1][1].text("stderr")
+    assert fixedpaths.WAITING + "\n" not in started[0][1].text("stderr")
+
+
+def test_fixedpaths_arguments_and_links(tmp_path: Path) -> None:
+    paths = FixedPaths(python="/py", lock="/l")
+    assert paths.wrap(["a"], [("/s", "/t")]) == [
+        "/py", "-I", "-m", "stalwart.agent.fixedpaths",
+        "--lock", "/l", "--link", "/s:/t", "--", "a",
+    ]  # fmt: skip
+    assert fixedpaths.parse_args(["--link", "/a:b:/c", "--", "x"]) == (
+        fixedpaths.LOCK_PATH,
+        [("/a:b", "/c")],
+        ["x"],
+    )
+    for bad in (["--link", "nocolon", "--", "x"], ["--what", "--", "x"], ["--link", "/a:/b"]):
+        assert fixedpaths.main(bad) == fixedpaths.EXIT_FAILED
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.mkdir()
+    target.mkdir()  # an empty mount point is replaced
+    fixedpaths.point(str(source), str(target))
+    assert target.is_symlink()
+    assert target.resolve() == source
+    fixedpaths.point(str(tmp_path), str(target))  # a link is re-pointed
+    assert target.resolve() == tmp_path
+    busy = tmp_path / "busy"
+    (busy / "something").mkdir(parents=True)
+    with pytest.raises(OSError, match="in use"):
+        fixedpaths.point(str(source), str(busy))
+
+
+def test_namespaces_work_again_after_the_fallback(spaces: MountNamespaces, tmp_path: Path) -> None:
+    """The fallback leaves links on the fixed paths; a later probe or namespace task turns them
+    back into mount points, even when the link's target is gone."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    fixedpaths.point(str(gone), RUN_DIR_TARGET)
+    gone.rmdir()
+    assert not isinstance(probe(tmp_path / "probe"), str)
+    assert not os.path.islink(RUN_DIR_TARGET)
+    assert os.path.isdir(RUN_DIR_TARGET)

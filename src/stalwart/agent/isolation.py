@@ -23,10 +23,18 @@ for each task written for the official harness, decided from the task itself by
 :func:`uses_official_harness`: the others do not need it and start faster without the wrapper;
 when it fails, tasks run as before and the agent's log and the log of each such task say so),
 ``require`` (every task; the agent refuses to start without it) or ``off`` (never).
+
+Without namespaces (the probe failed, or ``off``), tasks written for the official harness still
+run, one at a time per node: :mod:`stalwart.agent.fixedpaths` takes a node-wide lock, links the
+fixed paths to the task's own files (:func:`fallback_links`) and execs the task. The links left
+behind are turned back into empty directories (:func:`restore_mount_points`) before a namespace
+needs the mount points.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -39,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stalwart.agent.fixedpaths import LOCK_PATH, Link
 from stalwart.agent.nsexec import Bind
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.workspace import Workspace
@@ -48,8 +57,11 @@ __all__ = [
     "FALLBACK_TASK_NOTE",
     "RUN_DIR_TARGET",
     "SHARED_FS_TARGET",
+    "FixedPaths",
     "MountNamespaces",
+    "fallback_links",
     "probe",
+    "restore_mount_points",
     "shared_fs_host_path",
     "task_binds",
     "uses_official_harness",
@@ -60,12 +72,13 @@ SHARED_FS_TARGET = "/determined_shared_fs"
 _PROBE_TIMEOUT_S = 10.0
 
 FALLBACK_TASK_NOTE = (
-    "WARNING: this agent cannot give tasks a private mount namespace ({reason}), so the "
-    "official `determined` harness will not find /run/determined/info or "
-    "/determined_shared_fs; run the agent as root or allow unprivileged user namespaces "
-    "(see docs/cluster.md). Stalwart's own harness (`import stalwart as det`) is unaffected."
+    "NOTE: this agent gives tasks no private mount namespace ({reason}), so tasks written for "
+    "the official `determined` harness run one at a time on this node, with /run/determined "
+    "and /determined_shared_fs linked to the running task's files. To run them side by side, "
+    "run the agent as root or allow unprivileged user namespaces (see docs/cluster.md). "
+    "Stalwart's own harness (`import stalwart as det`) is unaffected."
 )
-"""The line a task's log gets when it runs without a namespace; ``{reason}`` is the probe's."""
+"""The line such a task's log gets first; ``{reason}`` is the probe's (or the setting's)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,48 @@ class MountNamespaces:
         return [*out, "--check"] if check else [*out, "--", *argv]
 
 
+@dataclass(frozen=True)
+class FixedPaths:
+    """How to start commands with the fixed paths linked to their files, one at a time per node
+    (:mod:`stalwart.agent.fixedpaths`, run by the agent's own interpreter with ``-I``)."""
+
+    python: str = sys.executable
+    lock: str = LOCK_PATH
+
+    def wrap(self, argv: Sequence[str], links: Sequence[Link]) -> list[str]:
+        """``argv`` run through the fixedpaths wrapper with ``links`` (which then execs it)."""
+        out = [self.python, "-I", "-m", "stalwart.agent.fixedpaths", "--lock", self.lock]
+        for source, target in links:
+            out += ["--link", f"{source}:{target}"]
+        return [*out, "--", *argv]
+
+
+def restore_mount_points(lock: str = LOCK_PATH) -> None:
+    """Turn links the fallback left on the fixed paths back into empty directories.
+
+    Only while no fallback task holds the lock (a link to a running task's files stays: a
+    namespace bind through it still works). Best effort: a path that cannot be changed is left
+    for the bind to report.
+    """
+    if not any(os.path.islink(target) for target in (RUN_DIR_TARGET, SHARED_FS_TARGET)):
+        return
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for target in (RUN_DIR_TARGET, SHARED_FS_TARGET):
+            if os.path.islink(target):
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
+                    os.mkdir(target)
+    except OSError:
+        pass  # held by a running fallback task
+    finally:
+        os.close(fd)
+
+
 def probe(scratch: Path, python: str = sys.executable) -> MountNamespaces | str:
     """A working :class:`MountNamespaces`, or why there is none (one line).
 
@@ -100,6 +155,7 @@ def probe(scratch: Path, python: str = sys.executable) -> MountNamespaces | str:
     if not sys.platform.startswith("linux"):
         return f"mount namespaces need Linux, this is {sys.platform}"
     spaces = MountNamespaces(python=python, user=os.geteuid() != 0)
+    restore_mount_points()
     scratch.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nsprobe-", dir=scratch))
     try:
@@ -150,17 +206,42 @@ def task_binds(spec: TaskSpec, workspace: Workspace) -> list[Bind]:
     The ``shared_fs`` host path is created when missing (as Docker does for a bind mount).
     Raises OSError when a directory cannot be created.
     """
+    restore_mount_points()
     (workspace.run_dir / "workdir").mkdir(exist_ok=True)  # the nested mount point
     _model_copy(workspace.workdir, workspace.run_dir / "train" / "model")
     binds: list[Bind] = [
         (str(workspace.run_dir), RUN_DIR_TARGET),
         (str(workspace.workdir), f"{RUN_DIR_TARGET}/workdir"),
     ]
+    host_path = _shared_fs_dir(spec)
+    if host_path is not None:
+        binds.append((host_path, SHARED_FS_TARGET))
+    return binds
+
+
+def fallback_links(spec: TaskSpec, workspace: Workspace) -> list[Link]:
+    """The links of one task run without a namespace: the same views as :func:`task_binds`,
+    with ``run/workdir`` a link to the workdir instead of a mount point.
+
+    Raises OSError when a directory or link cannot be created.
+    """
+    workdir_link = workspace.run_dir / "workdir"
+    if not os.path.lexists(workdir_link):
+        workdir_link.symlink_to(workspace.workdir.resolve(), target_is_directory=True)
+    _model_copy(workspace.workdir, workspace.run_dir / "train" / "model")
+    links: list[Link] = [(str(workspace.run_dir.resolve()), RUN_DIR_TARGET)]
+    host_path = _shared_fs_dir(spec)
+    if host_path is not None:
+        links.append((host_path, SHARED_FS_TARGET))
+    return links
+
+
+def _shared_fs_dir(spec: TaskSpec) -> str | None:
+    """The task's ``shared_fs`` host path, created when missing (as Docker does for a bind)."""
     host_path = shared_fs_host_path(spec)
     if host_path is not None:
         Path(host_path).mkdir(parents=True, exist_ok=True)
-        binds.append((host_path, SHARED_FS_TARGET))
-    return binds
+    return host_path
 
 
 def _model_copy(workdir: Path, model: Path) -> None:

@@ -272,7 +272,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
     Raises FailedPreconditionError under ``require`` when the node does not allow them.
     """
     if settings.mount_namespaces == "off":
-        return ProcessRunner()
+        return ProcessRunner(no_namespace_reason="mount_namespaces is off in the agent's settings")
     found = probe(settings.home / "tmp")
     if not isinstance(found, str):
         every = settings.mount_namespaces == "require"
@@ -285,8 +285,9 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
         raise FailedPreconditionError(f"no private mount namespaces for tasks: {found}")
     log.warning(
         "tasks run without private mount namespaces (%s): tasks using the official `determined` "
-        "harness will not find /run/determined/info or /determined_shared_fs; run the agent as "
-        "root or allow unprivileged user namespaces",
+        "harness run one at a time, with /run/determined and /determined_shared_fs linked to "
+        "their files; run the agent as root or allow unprivileged user namespaces to run them "
+        "side by side",
         found,
     )
     return ProcessRunner(no_namespace_reason=found)

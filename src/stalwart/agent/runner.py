@@ -28,7 +28,9 @@ from typing import BinaryIO, Literal
 
 from stalwart.agent.isolation import (
     FALLBACK_TASK_NOTE,
+    FixedPaths,
     MountNamespaces,
+    fallback_links,
     task_binds,
     uses_official_harness,
 )
@@ -252,8 +254,11 @@ class ProcessRunner(Runner):
     the official harness (:func:`~stalwart.agent.isolation.uses_official_harness`, decided once
     per experiment; every task with ``every_task``) through nsexec in its own mount namespace
     (nsexec execs the command, so the pid, group, signals and exit code are the command's).
-    Other tasks run in the agent's namespace; when ``no_namespace_reason`` is set, each task
-    written for the official harness gets a warning line saying why at the top of its stderr.
+    Other tasks run in the agent's namespace. When ``no_namespace_reason`` is set (the node
+    gives no namespaces), each task written for the official harness gets a note saying why at
+    the top of its stderr and runs through ``fixed_paths`` (:mod:`stalwart.agent.fixedpaths`):
+    one such task at a time per node, with ``/run/determined`` and ``/determined_shared_fs``
+    linked to its files.
     """
 
     namespaces: MountNamespaces | None = None
@@ -265,9 +270,11 @@ class ProcessRunner(Runner):
         no_namespace_reason: str | None = None,
         *,
         every_task: bool = False,
+        fixed_paths: FixedPaths | None = None,
     ) -> None:
         self.namespaces = namespaces
         self.no_namespace_reason = no_namespace_reason
+        self.fixed_paths = fixed_paths or FixedPaths()
         self.every_task = every_task
         self._official: dict[str, bool] = {}  # experiment (or task) -> uses the official harness
 
@@ -293,10 +300,20 @@ class ProcessRunner(Runner):
             except OSError as exc:
                 raise ContainerStartError(f"cannot prepare the task's mounts: {exc}") from exc
             return self.namespaces.wrap(argv, binds), env
-        if self.no_namespace_reason is not None and self._official_harness(spec, workspace):
+        if (
+            self.no_namespace_reason is not None
+            and argv
+            and self._official_harness(spec, workspace)
+        ):
+            _check_executable(argv[0], workspace.workdir, env)
             note = FALLBACK_TASK_NOTE.format(reason=self.no_namespace_reason)
             with workspace.stderr_path.open("a", encoding="utf-8") as stream:
                 stream.write(note + "\n")
+            try:
+                links = fallback_links(spec, workspace)
+            except OSError as exc:
+                raise ContainerStartError(f"cannot prepare the task's paths: {exc}") from exc
+            return self.fixed_paths.wrap(argv, links), env
         return argv, env
 
     def handle_name(self, spec: TaskSpec) -> str:

@@ -72,7 +72,8 @@ class AgentSettings(_Settings):
         default="auto",
         description="Local tasks in private mount namespaces (their own /run/determined and "
         "/determined_shared_fs, for the official harness): auto (tasks that import determined, "
-        "when the node allows it), require (every task; refuse to start without) or off.",
+        "when the node allows it), require (every task; refuse to start without) or off. Without "
+        "them, tasks written for the official harness run one at a time per node.",
     )
     kill_on_exit: bool = Field(
         default=False, description="Kill the containers when the agent stops (default: leave)."

@@ -82,7 +82,7 @@ def agent(
         typer.Option(
             help="Run local tasks in private mount namespaces (their own /run/determined, for "
             "the official harness): auto (tasks that import determined, when the node allows "
-            "it), require (every task), or off."
+            "it), require (every task), or off (then such tasks run one at a time)."
         ),
     ] = "auto",
     kill_on_exit: Annotated[
