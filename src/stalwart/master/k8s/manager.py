@@ -1,0 +1,571 @@
+"""The Kubernetes resource manager: the cluster loop's steps when ``resource_manager.type:
+kubernetes``.
+
+The loop calls two methods under its lifecycle lock, each round (database rows are the truth;
+the informers' caches are rebuilt from the API after a restart, so a new master reattaches to
+the Jobs of the old one by their labels):
+
+- :meth:`KubernetesManager.sync` (before the loop ends allocations): starts the Job and Pod
+  informers on first use (watches of the objects labelled with this cluster's id; every event
+  pokes the loop) and waits for their first list; deletes the Jobs of allocations being killed;
+  reads each live allocation's Job and pods from the caches and records what they say
+  (:func:`~stalwart.master.k8s.states.allocation_status`): PULLING once a pod is on a node,
+  RUNNING once every pod runs (with the pull time in the trial's logs), EXITED with the task's
+  exit code; one failed pod kills the others (all-or-nothing); pods that do not all run within
+  ``gang_timeout_seconds`` of the first are killed; a pull that cannot succeed
+  (``ImagePullBackOff``) fails the trial at once with the registry's message; a Job that
+  vanished (not in the cache, and a direct read says so) exits its allocation. After an exit
+  the ConfigMap and Secrets are deleted (the Job stays until its TTL, for ``kubectl``). Every
+  API call happens outside database transactions. Returns the trial exits of allocations that
+  could never run.
+- :meth:`KubernetesManager.schedule` (instead of agent placement): claims each PENDING
+  allocation, then creates its ConfigMap, Secrets (token; registry auth), headless Service
+  (multi-pod) and Job outside any transaction, and records the Job's name. A transient failure
+  (API down, throttled, a ResourceQuota exceeded) leaves the allocation claimed and retried next
+  round; objects that already exist (a master that stopped midway) count as created; an invalid
+  object fails the trial with the API's message.
+- Every ``prepull.refresh_seconds``, :meth:`KubernetesManager.refresh_prepull` recomputes the
+  pre-pull plan and creates, updates or deletes the pools' DaemonSets.
+
+All API calls go through :class:`~stalwart.master.k8s.queue.RateLimitedApi`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from stalwart.agent.protocol import DeviceType
+from stalwart.environments.manifest import load_manifest
+from stalwart.environments.prepull import ExperimentImages, prepull_plan
+from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
+from stalwart.master.db.tables import Allocation, Container, Experiment
+from stalwart.master.k8s import allocations as rows
+from stalwart.master.k8s.client import (
+    AlreadyExistsError,
+    HttpKubeApi,
+    Kind,
+    KubeApi,
+    KubeError,
+    load_config,
+)
+from stalwart.master.k8s.informer import Informer
+from stalwart.master.k8s.manifests import (
+    ALLOCATION_LABEL,
+    allocation_objects,
+    job_name,
+    label_value,
+    pod_slots,
+)
+from stalwart.master.k8s.podspec import TASK_CONTAINER
+from stalwart.master.k8s.prepull import (
+    PLAN_ANNOTATION,
+    PREPULL_LABEL,
+    daemonset_manifest,
+    daemonset_name,
+    plan_hash,
+)
+from stalwart.master.k8s.queue import RateLimitedApi
+from stalwart.master.k8s.settings import KubernetesSettings
+from stalwart.master.k8s.states import allocation_status, pod_view, pull_seconds
+from stalwart.master.state import MasterState, task_logs_key
+from stalwart.master.transitions import set_allocation_state
+
+__all__ = ["SYNC_TIMEOUT_S", "KubernetesManager", "master_url_for"]
+
+log = logging.getLogger("stalwart.k8s")
+
+SYNC_TIMEOUT_S = 5.0
+"""How long a round waits for the informers' first list before giving up until the next."""
+
+_PLURAL: Mapping[str, Kind] = {
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "Service": "services",
+    "Job": "jobs",
+}
+
+
+def master_url_for(host: str, port: int, settings: KubernetesSettings) -> str:
+    """The master's URL as pods reach it (``master_url``, else ``http://host:port``)."""
+    if settings.master_url:
+        return settings.master_url.rstrip("/")
+    if host in ("0.0.0.0", "::", ""):
+        host = os.uname().nodename
+    return f"http://{host}:{port}"
+
+
+class KubernetesManager:
+    """Kubernetes as the cluster loop's resource manager (see the module docstring)."""
+
+    def __init__(self, state: MasterState, *, api: KubeApi | None = None) -> None:
+        settings = state.settings.resource_manager
+        if not isinstance(settings, KubernetesSettings):
+            raise TypeError("KubernetesManager needs resource_manager.type: kubernetes")
+        self.k8s = settings
+        self.state = state
+        self.sessions = state.sessions
+        self.master_url = master_url_for(state.settings.host, state.settings.port, settings)
+        if not settings.master_url and state.settings.host in ("127.0.0.1", "localhost", "::1"):
+            log.warning(
+                "pods will call the master at %s, a loopback address they cannot reach: set "
+                "resource_manager.master_url to the master's Service URL",
+                self.master_url,
+            )
+        if api is None:
+            api = HttpKubeApi(load_config(settings.kubeconfig, os.environ))
+        self.api = RateLimitedApi(api, qps=settings.api_qps, burst=settings.api_burst)
+        self.selector = f"stalwart.dev/cluster={label_value(state.cluster_id)}"
+        self.jobs = {
+            ns: Informer(self.api, "jobs", ns, self.selector, on_change=state.hints.poke)
+            for ns in settings.namespaces()
+        }
+        self.pods = {
+            ns: Informer(self.api, "pods", ns, self.selector, on_change=state.hints.poke)
+            for ns in settings.namespaces()
+        }
+        self._deleted: set[str] = set()
+        self._cleaned: set[str] = set()
+        self._after_commit: list[tuple[str, int, bool]] = []
+        """(allocation, pods, delete the Job too) to delete once the round's writes commit."""
+        self._logged: dict[str, str] = {}
+        self._gang_since: dict[str, float] = {}
+        self._prepull_at: float | None = None
+
+    def close(self) -> None:
+        """Stop the informers and release connections."""
+        for informer in self._informers():
+            informer.stop()
+        self.api.close()
+
+    def _informers(self) -> list[Informer]:
+        return [*self.jobs.values(), *self.pods.values()]
+
+    def _job(self, name: str) -> dict[str, Any] | None:
+        """The cached Job ``name``, in whichever watched namespace it is."""
+        for informer in self.jobs.values():
+            job = informer.get(name)
+            if job is not None:
+                return job
+        return None
+
+    def _namespaces_of(self, allocation_id: str) -> list[str]:
+        """Where the allocation's objects are: its Job's namespace when cached, else every
+        watched namespace (deletes are idempotent)."""
+        job = self._job(job_name(allocation_id))
+        if job is not None:
+            return [str(job["metadata"].get("namespace") or self.k8s.namespace)]
+        return self.k8s.namespaces()
+
+    # -- sync (loop step 2) -----------------------------------------------------------------
+
+    def _ready(self) -> bool:
+        for informer in self._informers():
+            informer.start()
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        for informer in self._informers():
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "the %s informer of namespace %s has not listed yet; retrying",
+                    informer.kind,
+                    informer.namespace,
+                )
+                return False
+        return True
+
+    def sync(self) -> list[TrialExit]:
+        """Kill, observe, record (see the module docstring)."""
+        if not self._ready():
+            return []
+        self._kill()
+        exits = self._observe()
+        with self.sessions() as session:
+            exits += rows.end_rejected(session)
+            session.commit()
+        if self.k8s.prepull.enabled:
+            now = time.monotonic()
+            if (
+                self._prepull_at is None
+                or now - self._prepull_at >= self.k8s.prepull.refresh_seconds
+            ):
+                self._prepull_at = now
+                self.refresh_prepull()
+        return exits
+
+    def _delete_objects(self, allocation_id: str, pods: int) -> None:
+        """Delete the Job (its pods follow) and the allocation's other objects; idempotent."""
+        name = job_name(allocation_id)
+        kinds: list[Kind] = ["jobs", "configmaps", "secrets"]
+        if pods > 1:
+            kinds.append("services")
+        for ns in self._namespaces_of(allocation_id):
+            for kind in kinds:
+                self.api.delete(kind, ns, name)
+            self.api.delete("secrets", ns, name + "-registry")
+        self._deleted.add(allocation_id)
+
+    def _clean_up(self, allocation_id: str, pods: int) -> None:
+        """After an exit: delete the ConfigMap, Secrets and Service (the token goes with them);
+        the Job stays for inspection until its ``ttlSecondsAfterFinished``."""
+        if allocation_id in self._cleaned or allocation_id in self._deleted:
+            return
+        name = job_name(allocation_id)
+        try:
+            for ns in self._namespaces_of(allocation_id):
+                self.api.delete("configmaps", ns, name)
+                self.api.delete("secrets", ns, name)
+                self.api.delete("secrets", ns, name + "-registry")
+                if pods > 1:
+                    self.api.delete("services", ns, name)
+        except KubeError as exc:
+            log.warning("cleaning up after allocation %s failed (retrying): %s", allocation_id, exc)
+            return
+        self._cleaned.add(allocation_id)
+
+    def _kill(self) -> None:
+        with self.sessions() as session:
+            queued_stop = session.scalars(
+                select(Allocation).where(
+                    Allocation.agent_id == rows.K8S_AGENT,
+                    Allocation.state.in_(("ASSIGNED", "PULLING")),
+                    Allocation.preempt_requested.is_(True),
+                )
+            )
+            for allocation in list(queued_stop):  # no task runs yet: nothing to checkpoint
+                set_allocation_state(session, allocation, "TERMINATING")
+            dying = list(
+                session.execute(
+                    select(Allocation.id, Allocation.batch_job_id, Allocation.slots).where(
+                        Allocation.agent_id == rows.K8S_AGENT,
+                        Allocation.state == "TERMINATING",
+                    )
+                ).all()
+            )
+            for allocation_id, job, _ in dying:
+                if job is None:
+                    rows.mark_exited(session, allocation_id, None, "killed before its Job existed")
+            session.commit()
+        for allocation_id, job, slots in dying:
+            if job is None or allocation_id in self._deleted:
+                continue
+            try:
+                self._delete_objects(
+                    allocation_id, len(pod_slots(slots, self.k8s.max_slots_per_pod))
+                )
+            except KubeError as exc:
+                log.warning("deleting the Job of %s failed (retrying): %s", allocation_id, exc)
+            else:
+                log.info("deleted the Job of allocation %s", allocation_id)
+
+    def _pods_by_allocation(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for pod in (p for informer in self.pods.values() for p in informer.objects()):
+            labels = pod.get("metadata", {}).get("labels") or {}
+            key = labels.get(ALLOCATION_LABEL)
+            if key:
+                out.setdefault(str(key), []).append(pod)
+        return out
+
+    def _observe(self) -> list[TrialExit]:
+        exits: list[TrialExit] = []
+        with self.sessions() as session:
+            every = [(a.id, a.batch_job_id) for a in rows.live_allocations(session)]
+        self._forget({allocation_id for allocation_id, _ in every})
+        # A Job the informer has not seen yet (a watch lagging behind our own create) is read
+        # directly before it may be called gone.
+        fetched: dict[str, dict[str, Any] | None] = {}
+        for allocation_id, name in every:
+            if name is not None and self._job(str(name)) is None:
+                fetched[str(name)] = self._get_job(allocation_id, str(name))
+        by_allocation = self._pods_by_allocation()
+        self._after_commit = []
+        with self.sessions() as session:
+            for allocation in rows.live_allocations(session):
+                if allocation.batch_job_id is None:
+                    continue
+                exit_ = self._observe_one(session, allocation, by_allocation, fetched)
+                if exit_ is not None:
+                    exits.append(exit_)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
+        for allocation_id, pods, whole in self._after_commit:  # API calls: after the commit
+            if whole:
+                self._delete_quietly(allocation_id, pods)
+            else:
+                self._clean_up(allocation_id, pods)
+        return exits
+
+    def _get_job(self, allocation_id: str, name: str) -> dict[str, Any] | None:
+        """The Job from the API: None when it is gone; ``{}`` when the API cannot say (nothing
+        is concluded about it this round)."""
+        for ns in self._namespaces_of(allocation_id):
+            try:
+                job = self.api.get("jobs", ns, name)
+            except KubeError as exc:
+                log.warning("reading Job %s failed: %s", name, exc)
+                return {}
+            if job is not None:
+                return job
+        return None
+
+    def _forget(self, live: set[str]) -> None:
+        """Drop what is remembered of allocations that ended."""
+        self._deleted &= live
+        self._cleaned &= live
+        self._gang_since = {k: v for k, v in self._gang_since.items() if k in live}
+        self._logged = {k: v for k, v in self._logged.items() if k.split("/", 1)[0] in live}
+
+    def _log_once(self, session: Any, allocation: Allocation, key: str, text: str) -> None:
+        if self._logged.get(allocation.id + key) == text:
+            return
+        self._logged[allocation.id + key] = text
+        master_log(session, allocation.task_id, allocation.id, text)
+
+    def _observe_one(
+        self,
+        session: Any,
+        allocation: Allocation,
+        by_allocation: dict[str, list[dict[str, Any]]],
+        fetched: dict[str, dict[str, Any] | None],
+    ) -> TrialExit | None:
+        name = str(allocation.batch_job_id)
+        job = self._job(name)
+        if job is None:
+            job = fetched.get(name)
+            if job == {}:
+                return None  # the API could not say: look again next round
+        expected = len(pod_slots(allocation.slots, self.k8s.max_slots_per_pod))
+        views = [
+            pod_view(p, TASK_CONTAINER) for p in by_allocation.get(label_value(allocation.id), [])
+        ]
+        if job is None:
+            if allocation.id in self._deleted or allocation.state == "TERMINATING":
+                reason = "killed: its Job was deleted"
+                code = -15
+            else:
+                reason = (
+                    f"its Job {name} is gone (deleted outside Stalwart, or its "
+                    "ttlSecondsAfterFinished passed while the master was down)"
+                )
+                code = None
+            if rows.mark_exited(session, allocation.id, code, reason):
+                master_log(session, allocation.task_id, allocation.id, reason)
+            return None
+        status = allocation_status(job, views, expected)
+        if status.state == "EXITED":
+            if status.image_failure:
+                rows.mark_exited(session, allocation.id, None, status.reason)
+                master_log(session, allocation.task_id, allocation.id, str(status.reason))
+                self._after_commit.append((allocation.id, expected, True))
+                return end_allocation(session, allocation, None, status.reason, retry=False)
+            if rows.mark_exited(session, allocation.id, status.exit_code, status.reason):
+                master_log(session, allocation.task_id, allocation.id, str(status.reason))
+            # A failed pod of a gang: the others stop too.
+            whole = status.exit_code != 0 and expected > 1
+            self._after_commit.append((allocation.id, expected, whole))
+            return None
+        if allocation.state == "TERMINATING":
+            return None
+        if status.state == "RUNNING":
+            self._gang_since.pop(allocation.id, None)
+            if rows.mark_running(session, allocation):
+                pulled = pull_seconds(views)
+                text = f"all {expected} pod(s) of Job {name} are running"
+                if pulled is not None:
+                    text += f"; image pull and start took {pulled:.1f}s"
+                master_log(session, allocation.task_id, allocation.id, text)
+            return None
+        running = [v for v in views if v.phase == "Running"]
+        if running and expected > 1:
+            since = self._gang_since.setdefault(allocation.id, time.monotonic())
+            if time.monotonic() - since >= self.k8s.gang_timeout_seconds:
+                reason = (
+                    f"only {len(running)} of {expected} pods ran within "
+                    f"{self.k8s.gang_timeout_seconds:g}s (all-or-nothing): killed"
+                )
+                rows.mark_exited(session, allocation.id, None, reason)
+                master_log(session, allocation.task_id, allocation.id, reason)
+                self._after_commit.append((allocation.id, expected, True))
+                return None
+        if status.state == "PULLING":
+            if rows.mark_pulling(session, allocation):
+                image = (session.get(Container, (allocation.id, 0)) or Container()).spec or {}
+                text = (
+                    f"pods of Job {name} are on nodes; pulling {image.get('image') or 'the image'}"
+                )
+                master_log(session, allocation.task_id, allocation.id, text)
+        elif status.waiting:
+            self._log_once(session, allocation, "/wait", f"Job {name} waits: {status.waiting}")
+        return None
+
+    def _delete_quietly(self, allocation_id: str, pods: int) -> None:
+        try:
+            self._delete_objects(allocation_id, pods)
+        except KubeError as exc:
+            log.warning("deleting the Job of %s failed: %s", allocation_id, exc)
+
+    def _notify(self, tasks: set[str]) -> None:
+        for task_id in tasks:
+            self.state.notifier.notify(task_logs_key(task_id))
+
+    # -- schedule (loop step 5) -------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Claim PENDING allocations and create their objects (see the module docstring)."""
+        with self.sessions() as session:
+            pending = list(
+                session.scalars(
+                    select(Allocation.id)
+                    .where(Allocation.state == "PENDING")
+                    .order_by(Allocation.id)
+                )
+            )
+            todo = rows.uncreated(session)
+        for allocation_id in pending:
+            with self.sessions() as session:
+                if rows.claim(session, allocation_id, self.k8s, cluster_id=self.state.cluster_id):
+                    todo.append(allocation_id)
+        for allocation_id in todo:
+            self._create(allocation_id)
+
+    def _create(self, allocation_id: str) -> None:
+        with self.sessions() as session:
+            allocation = session.get(Allocation, allocation_id)
+            row = session.get(Container, (allocation_id, 0))
+            if allocation is None or row is None or allocation.batch_job_id is not None:
+                return
+            request = rows.job_request(
+                session,
+                allocation,
+                self.k8s,
+                master_url=self.master_url,
+                cluster_id=self.state.cluster_id,
+                task_container_defaults=self._defaults(allocation.resource_pool),
+            )
+            token = str(row.spec.get("token") or "")
+        if request is None:
+            return
+        try:
+            objects = allocation_objects(request, token)
+        except ValueError as exc:
+            self._reject(allocation_id, f"the Job cannot be built: {exc}")
+            return
+        for body in objects:
+            kind = _PLURAL[str(body["kind"])]
+            try:
+                self.api.create(kind, request.namespace, body)
+            except AlreadyExistsError:
+                continue
+            except KubeError as exc:
+                if exc.retryable or "exceeded quota" in str(exc):
+                    self._waiting(allocation_id, f"Kubernetes cannot take the Job yet: {exc}")
+                else:
+                    self._reject(allocation_id, f"Kubernetes refused the Job: {exc}")
+                return
+        name = str(objects[-1]["metadata"]["name"])
+        with self.sessions() as session:
+            recorded = rows.record_created(session, allocation_id, name)
+            allocation = session.get(Allocation, allocation_id)
+            if recorded and allocation is not None:
+                text = f"created Kubernetes Job {request.namespace}/{name} ({request.image})"
+                master_log(session, allocation.task_id, allocation.id, text)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
+
+    def _defaults(self, pool: str) -> Mapping[str, Any] | None:
+        settings = self.state.settings
+        return settings.pool_task_container_defaults(pool) or settings.task_container_defaults
+
+    def _waiting(self, allocation_id: str, text: str) -> None:
+        log.warning("allocation %s: %s", allocation_id, text)
+        with self.sessions() as session:
+            allocation = session.get(Allocation, allocation_id)
+            if allocation is not None:
+                self._log_once(session, allocation, "/create", text)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
+
+    def _reject(self, allocation_id: str, message: str) -> None:
+        log.warning("allocation %s: %s", allocation_id, message)
+        with self.sessions() as session:
+            rows.reject(session, allocation_id, message)
+            session.commit()
+
+    # -- image pre-pull ---------------------------------------------------------------------
+
+    def prepull_pools(self, session: Any) -> tuple[dict[str, DeviceType], list[ExperimentImages]]:
+        """The pools to pre-pull for and the queued/active experiments' configs."""
+        settings = self.state.settings
+        names = {"default", *self.k8s.pool_slot_types}
+        names |= {str(p.get("pool_name")) for p in settings.resource_pools if p.get("pool_name")}
+        experiments = [
+            ExperimentImages(pool or "default", config or {})
+            for pool, config in session.execute(
+                select(Experiment.resource_pool, Experiment.config).where(
+                    Experiment.state.in_(("ACTIVE", "PAUSED"))
+                )
+            ).all()
+        ]
+        names |= {e.pool for e in experiments}
+        return {name: self.k8s.pool_slot_type(name) for name in sorted(names)}, experiments
+
+    def refresh_prepull(self) -> None:
+        """Create, update or delete the pre-pull DaemonSets so they match the plan."""
+        prepull = self.k8s.prepull
+        with self.sessions() as session:
+            pools, experiments = self.prepull_pools(session)
+        plan = prepull_plan(
+            load_manifest(), pools, experiments, include_defaults=prepull.include_manifest_defaults
+        )
+        ns = self.k8s.namespace
+        try:
+            existing, _ = self.api.list("daemonsets", ns, f"{PREPULL_LABEL},{self.selector}")
+        except KubeError as exc:
+            log.warning("listing the pre-pull DaemonSets failed: %s", exc)
+            return
+        current = {
+            d["metadata"]["name"]: (d["spec"]["template"]["metadata"].get("annotations") or {}).get(
+                PLAN_ANNOTATION
+            )
+            for d in existing
+        }
+        wanted: set[str] = set()
+        for pool, images in plan.items():
+            if not images:
+                continue
+            body = daemonset_manifest(
+                pool,
+                images,
+                namespace=ns,
+                pause_image=prepull.pause_image,
+                node_selector=self.k8s.pool_node_selectors.get(pool),
+                priority_class=prepull.priority_class,
+                pull_secrets=self.k8s.image_pull_secrets,
+            )
+            body["metadata"]["labels"]["stalwart.dev/cluster"] = label_value(self.state.cluster_id)
+            name = daemonset_name(pool)
+            wanted.add(name)
+            if current.get(name) == plan_hash(images):
+                continue
+            try:
+                if name in current:
+                    self.api.replace("daemonsets", ns, name, body)
+                else:
+                    self.api.create("daemonsets", ns, body)
+            except KubeError as exc:
+                log.warning("pre-pull DaemonSet %s: %s", name, exc)
+            else:
+                log.info("pre-pull DaemonSet %s: %d image(s)", name, len(images))
+        for name in sorted(set(current) - wanted):
+            try:
+                self.api.delete("daemonsets", ns, name)
+            except KubeError as exc:
+                log.warning("deleting the stale pre-pull DaemonSet %s: %s", name, exc)
