@@ -45,9 +45,9 @@ bench: $(STAMP)
 schema: $(STAMP)
 	$(BIN)/python -m stalwart.config.schema --write
 
-# A single-node Slurm on this machine (root; Debian packages slurm-wlm and munge), with two
-# fake GPUs. `make test` starts it by itself under CI=true (tests/slurm); see
-# docs/contributing/slurm.md.
+# A two-node Slurm on this machine (root; Debian packages slurm-wlm and munge; two slurmd
+# daemons on localhost), with two fake GPUs per node. `make test` starts it by itself under
+# CI=true (tests/slurm); see docs/contributing/slurm.md.
 slurm-up:
 	STALWART_SLURM_FAKE_GPUS=2 bash scripts/slurm/setup.sh
 

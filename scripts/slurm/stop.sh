@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the single-node Slurm started by scripts/slurm/setup.sh (slurmd, slurmctld, munged).
+# Stop the Slurm started by scripts/slurm/setup.sh (its slurmds, slurmctld, munged).
 #
 # Only the daemons named by their pid files are stopped. Their state (/var/spool/slurm*) and the
 # configuration stay; setup.sh starts them again. `--quiet` prints nothing.
@@ -25,7 +25,9 @@ stop_pidfile() {
     rm -f "$pidfile"
 }
 
-stop_pidfile slurmd /run/slurm/slurmd.pid
+for pidfile in /run/slurm/slurmd.pid /run/slurm/slurmd-*.pid; do
+    [[ -e $pidfile ]] && stop_pidfile "slurmd ($(basename "$pidfile" .pid))" "$pidfile"
+done
 stop_pidfile slurmctld /run/slurm/slurmctld.pid
 if [[ ${STALWART_SLURM_KEEP_MUNGE:-0} != 1 ]]; then
     stop_pidfile munged /run/munge/munged.pid

@@ -12,10 +12,16 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from stalwart.local import LocalCluster
+from tests.integration.api import Api
+from tests.integration.conftest import free_port
+from tests.slurm.masters import cancel_leftovers, master_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +118,23 @@ def real_slurm() -> None:
             f"CI=true needs a real Slurm, and scripts/slurm/setup.sh could not start one "
             f"(exit {done.returncode}; {problem or 'sinfo answers'}):\n{done.stdout}\n{done.stderr}"
         )
+
+
+@pytest.fixture
+def slurm_master(
+    tmp_path: Path, request: pytest.FixtureRequest, real_slurm: None
+) -> Iterator[tuple[LocalCluster, Api, Path]]:
+    """A real master on the real Slurm: ``(cluster, admin api, job_storage_root)``. Indirect
+    parametrization appends its ``param`` to the ``resource_manager`` section."""
+    job_root = tmp_path / "jobs"
+    config = tmp_path / "master.yaml"
+    config.write_text(master_config(job_root, getattr(request, "param", "")))
+    cluster = LocalCluster(home=tmp_path / "home", port=free_port(), master_config=config)
+    cluster.start_master()
+    api = Api(cluster.url)
+    try:
+        yield cluster, api, job_root
+    finally:
+        api.close()
+        cluster.stop()
+        cancel_leftovers(job_root)

@@ -9,80 +9,16 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stalwart.local import LocalCluster
 from tests.integration.api import Api
-from tests.integration.conftest import free_port, trial_files
+from tests.integration.conftest import trial_files
+from tests.slurm.masters import job_ids, steps, trial_config
 
 pytestmark = pytest.mark.usefixtures("real_slurm")
-
-SINGLE = "  name: single\n  metric: loss\n  smaller_is_better: true"
-
-
-def _master_config(job_root: Path, extra: str = "") -> str:
-    return (
-        "cluster:\n  preemption_timeout: 30\n  tick: 0.5\n"
-        "resource_manager:\n"
-        "  type: slurm\n"
-        f"  job_storage_root: {job_root}\n"
-        "  poll_interval: 0.5\n"
-        f"{extra}"
-    )
-
-
-@pytest.fixture
-def slurm_master(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[tuple[LocalCluster, Api, Path]]:
-    job_root = tmp_path / "jobs"
-    config = tmp_path / "master.yaml"
-    config.write_text(_master_config(job_root, getattr(request, "param", "")))
-    cluster = LocalCluster(home=tmp_path / "home", port=free_port(), master_config=config)
-    cluster.start_master()
-    api = Api(cluster.url)
-    try:
-        yield cluster, api, job_root
-    finally:
-        api.close()
-        cluster.stop()
-        _cancel_leftovers(job_root)
-
-
-def _job_ids(job_root: Path) -> list[str]:
-    """Slurm job ids of this test's allocations (job names are ``stalwart-<allocation>``)."""
-    names = {f"stalwart-{p.name}" for p in job_root.glob("*") if p.is_dir()}
-    out = subprocess.run(
-        ["squeue", "--noheader", "--format=%i|%j"], capture_output=True, text=True, check=True
-    ).stdout
-    rows = [line.split("|", 1) for line in out.splitlines() if "|" in line]
-    return [job for job, name in rows if name in names]
-
-
-def _cancel_leftovers(job_root: Path) -> None:
-    if job_root.exists():
-        leftovers = _job_ids(job_root)
-        if leftovers:
-            subprocess.run(["scancel", *leftovers], check=False)
-
-
-def _config(hp: str, **extra: str) -> str:
-    lines = [
-        "name: slurm-it",
-        "entrypoint: python3 train.py",
-        "resources:\n  slots_per_trial: 1",
-        f"hyperparameters:\n{hp}",
-        f"searcher:\n{SINGLE}",
-    ]
-    lines += [f"{key}: {value}" for key, value in extra.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _steps(api: Api, trial_id: int, group: str = "training") -> list[int]:
-    return [int(m["totalBatches"]) for m in api.metrics(trial_id, group)]
 
 
 def test_trial_runs_as_a_slurm_job_to_completion(
@@ -90,14 +26,14 @@ def test_trial_runs_as_a_slurm_job_to_completion(
 ) -> None:
     _, api, job_root = slurm_master
     hp = "  steps: 4\n  period: 2\n  x: 0.5"
-    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config(hp), trial_files("train.py"))
     exp = api.wait_state(exp_id, timeout=90)
     (trial,) = api.trials(exp_id)
     logs = api.logs(trial["id"])
     assert exp["state"] == "STATE_COMPLETED", logs
     assert trial["state"] == "STATE_COMPLETED"
-    assert _steps(api, trial["id"]) == [1, 2, 3, 4]
-    assert _steps(api, trial["id"], "validation") == [2, 4]
+    assert steps(api, trial["id"]) == [1, 2, 3, 4]
+    assert steps(api, trial["id"], "validation") == [2, 4]
     assert "training done" in logs
     assert "submitted as Slurm job" in logs
     assert "container exited with code 0" in logs
@@ -118,7 +54,7 @@ def test_a_gpu_trial_gets_the_gpus_slurm_allocated(
     gpus = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True)
     if "gpu" not in gpus.stdout:
         pytest.skip("this Slurm has no GPUs (setup.sh with STALWART_SLURM_FAKE_GPUS=2)")
-    config = _config("  steps: 2\n  period: 2").replace(
+    config = trial_config("  steps: 2\n  period: 2").replace(
         "entrypoint: python3 train.py",
         "entrypoint: echo visible=$CUDA_VISIBLE_DEVICES && python3 train.py",
     )
@@ -135,21 +71,53 @@ def test_a_gpu_trial_gets_the_gpus_slurm_allocated(
 def test_kill_cancels_the_slurm_job(slurm_master: tuple[LocalCluster, Api, Path]) -> None:
     _, api, job_root = slurm_master
     hp = "  steps: 100000\n  period: 1000\n  sleep: 0.01"
-    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config(hp), trial_files("train.py"))
     api.wait_until(
-        lambda: [t for t in api.trials(exp_id) if _steps(api, t["id"])],
+        lambda: [t for t in api.trials(exp_id) if steps(api, t["id"])],
         timeout=60,
         what="a first metric from the Slurm job",
     )
-    assert _job_ids(job_root), "the job should be in squeue while it runs"
+    assert job_ids(job_root), "the job should be in squeue while it runs"
     started = time.monotonic()
     api.post(f"/api/v1/experiments/{exp_id}/kill")
     exp = api.wait_state(exp_id, timeout=60)
     assert exp["state"] == "STATE_CANCELED"
     (trial,) = api.trials(exp_id)
     assert trial["state"] == "STATE_CANCELED"
-    api.wait_until(lambda: not _job_ids(job_root), timeout=30, what="the job to leave squeue")
+    api.wait_until(lambda: not job_ids(job_root), timeout=30, what="the job to leave squeue")
     assert time.monotonic() - started < 40
+
+
+def test_cancel_checkpoints_the_running_trial_and_ends_its_job(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, job_root = slurm_master
+    hp = "  steps: 100000\n  period: 5\n  sleep: 0.02"
+    exp_id = api.create_experiment(trial_config(hp), trial_files("train.py"))
+    trial_id = _wait_first_metric(api, exp_id)
+    api.post(f"/api/v1/experiments/{exp_id}/cancel")
+    exp = api.wait_state(exp_id, timeout=90)
+    logs = api.logs(trial_id)
+    assert exp["state"] == "STATE_CANCELED", logs
+    assert "preempted after step" in logs  # it checkpointed and exited by itself
+    assert "container exited with code 0" in logs
+    assert any(c["state"] == "STATE_COMPLETED" for c in api.checkpoints(exp_id))
+    api.wait_until(lambda: not job_ids(job_root), timeout=30, what="the job to end")
+
+
+def test_cancel_of_a_queued_job_scancels_it_at_once(
+    slurm_master: tuple[LocalCluster, Api, Path],
+) -> None:
+    _, api, job_root = slurm_master
+    # Held: it stays queued in Slurm (nothing to checkpoint), so cancel must scancel it.
+    slurm = "\n  sbatch_args: ['--hold']"
+    exp_id = api.create_experiment(trial_config("  steps: 2", slurm=slurm), trial_files("train.py"))
+    api.wait_until(lambda: job_ids(job_root), timeout=60, what="the job in squeue")
+    api.post(f"/api/v1/experiments/{exp_id}/cancel")
+    assert api.wait_state(exp_id, timeout=60)["state"] == "STATE_CANCELED"
+    (trial,) = api.trials(exp_id)
+    assert trial["state"] == "STATE_CANCELED"
+    api.wait_until(lambda: not job_ids(job_root), timeout=30, what="the job to leave squeue")
 
 
 def test_rejected_sbatch_args_error_the_trial(
@@ -159,7 +127,7 @@ def test_rejected_sbatch_args_error_the_trial(
     hp = "  steps: 2\n  period: 2"
     # Slurm itself refuses this (no node has the feature); Stalwart's checks let it through.
     slurm = "\n  sbatch_args: ['--constraint=no-such-feature']"
-    exp_id = api.create_experiment(_config(hp, slurm=slurm), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config(hp, slurm=slurm), trial_files("train.py"))
     exp = api.wait_state(exp_id, timeout=60)
     assert exp["state"] == "STATE_ERROR"
     (trial,) = api.trials(exp_id)
@@ -175,7 +143,7 @@ def test_forbidden_sbatch_args_error_the_trial_with_every_problem(
 ) -> None:
     _, api, _ = slurm_master
     slurm = "\n  sbatch_args: ['--nodes=2', '--partition=urgent']"
-    exp_id = api.create_experiment(_config("  steps: 2", slurm=slurm), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config("  steps: 2", slurm=slurm), trial_files("train.py"))
     assert api.wait_state(exp_id, timeout=60)["state"] == "STATE_ERROR"
     (trial,) = api.trials(exp_id)
     logs = api.logs(trial["id"])
@@ -186,7 +154,7 @@ def test_forbidden_sbatch_args_error_the_trial_with_every_problem(
 
 def _wait_first_metric(api: Api, exp_id: int) -> int:
     trials = api.wait_until(
-        lambda: [t for t in api.trials(exp_id) if _steps(api, t["id"])],
+        lambda: [t for t in api.trials(exp_id) if steps(api, t["id"])],
         timeout=60,
         what="a first metric from the Slurm job",
     )
@@ -198,11 +166,11 @@ def test_pause_checkpoints_and_activate_resumes(
 ) -> None:
     _, api, job_root = slurm_master
     hp = "  steps: 200\n  period: 5\n  sleep: 0.05"
-    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config(hp), trial_files("train.py"))
     trial_id = _wait_first_metric(api, exp_id)
     api.post(f"/api/v1/experiments/{exp_id}/pause")
     assert api.wait_state(exp_id, ["STATE_PAUSED"], timeout=60)["state"] == "STATE_PAUSED"
-    api.wait_until(lambda: not _job_ids(job_root), timeout=30, what="the job to end")
+    api.wait_until(lambda: not job_ids(job_root), timeout=30, what="the job to end")
     logs = api.logs(trial_id)
     assert "preempted after step" in logs, logs  # it checkpointed and exited by itself
     assert "container exited with code 0" in logs
@@ -219,16 +187,24 @@ def test_pause_checkpoints_and_activate_resumes(
 def test_a_job_the_urgent_partition_preempts_resumes_from_its_checkpoint(
     slurm_master: tuple[LocalCluster, Api, Path],
 ) -> None:
-    _, api, _ = slurm_master
+    _, api, job_root = slurm_master
     hp = "  steps: 200\n  period: 5\n  sleep: 0.05"
-    exp_id = api.create_experiment(_config(hp), trial_files("train.py"))
+    exp_id = api.create_experiment(trial_config(hp), trial_files("train.py"))
     trial_id = _wait_first_metric(api, exp_id)
-    # The whole node, in the partition that preempts `debug`.
+    (job,) = job_ids(job_root)
+    node = subprocess.run(
+        ["squeue", "--noheader", f"--jobs={job}", "--format=%N"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # The trial's whole node, in the partition that preempts `debug`.
     urgent = subprocess.run(
         [
             "sbatch",
             "--parsable",
             "--partition=urgent",
+            f"--nodelist={node}",
             "--exclusive",
             "--output=/dev/null",
             "--wrap=sleep 4",

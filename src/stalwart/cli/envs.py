@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stalwart.cli.precache import precache
 from stalwart.config import DefaultsLayers, load_experiment_config
 from stalwart.config.loader import read_yaml
 from stalwart.environments import (
@@ -208,3 +209,6 @@ def check_refs(
         )
     tag = _manifest(where).environments_tag
     out.print(f"envs check: OK (every reference matches environments tag {tag})", markup=False)
+
+
+app.command("precache")(precache)

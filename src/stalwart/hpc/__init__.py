@@ -5,7 +5,10 @@
 - :mod:`~stalwart.hpc.states`: batch-job states -> allocation states, with readable reasons;
 - :mod:`~stalwart.hpc.slurm`: sbatch scripts and argument checks, command formats, parsers,
   partitions -> resource pools, a thin client and a tracker that polls all jobs at once;
-- :mod:`~stalwart.hpc.pbs`: the same for PBS (qsub/qstat/qdel), scripts and parsers;
+- :mod:`~stalwart.hpc.pbs`: the same for PBS (qsub/qstat/qdel): scripts, parsers, a client and
+  a tracker (one qstat per poll);
+- :mod:`~stalwart.hpc.tracker`: what both trackers share (rate limit, changes, lost jobs);
+- :mod:`~stalwart.hpc.containers`: how the task runs in apptainer/singularity, podman or enroot;
 - :mod:`~stalwart.hpc.runner`: the one place that runs commands (and a replaying fake).
 
 Nothing here touches the database or the master's state: the master's cluster loop calls these.

@@ -83,7 +83,7 @@ _PENDING_REASONS: dict[str, tuple[str, bool]] = {
     "BadConstraints": ("no node can satisfy its constraints", True),
     "InvalidAccount": ("its account is invalid", True),
     "InvalidQOS": ("its QOS is invalid", True),
-    "ReqNodeNotAvail": ("a required node is not available (down, drained or reserved)", False),
+    "ReqNodeNotAvail": ("a required node is not available (down, drained or reserved)", True),
     "NodeDown": ("a node it needs is down", False),
     "Reservation": ("waiting for its reservation", False),
     "Licenses": ("waiting for licenses", False),
@@ -97,9 +97,14 @@ def pending_reason(code: str) -> tuple[str, bool]:
     """A queued job's Slurm reason code as ``(text, stuck)``; unknown codes are shown as is.
 
     Limits of an association or QOS (``AssocGrpGRES``, ``QOSMaxJobsPerUserLimit``...) wait for
-    usage to drop, so they are not stuck.
+    usage to drop, so they are not stuck. A required node that is not available
+    (``ReqNodeNotAvail``) is stuck: it waits for an administrator to bring the node back, which
+    the caller's time limit on stuck jobs decides whether to wait for. Details after a comma
+    (``ReqNodeNotAvail, UnavailableNodes:n1``) are ignored.
     """
     code = code.strip()
+    # "ReqNodeNotAvail, UnavailableNodes:n1" and the like: the code, then details.
+    code = code.split(",", 1)[0].strip() if "," in code else code
     if code in _PENDING_REASONS:
         return _PENDING_REASONS[code]
     if code.startswith(("Assoc", "QOS", "MaxJobs", "MaxCpu", "MaxGRES", "MaxNode")):

@@ -6,11 +6,19 @@ node. Contract:
 - **Inputs** (environment set by the batch script): :data:`MASTER_URL_VAR` (the master as
   compute nodes reach it), ``STALWART_ALLOCATION_ID``, :data:`TOKEN_FILE_VAR` (a 0600 file under
   the job directory holding the allocation token; the token never appears in an argv, a batch
-  script or ``scontrol show job``). The node's rank is ``SLURM_NODEID`` (0 on one node).
-- **Start**: ``POST /api/v1/allocations/{id}/batch/start`` (allocation token) returns the rank's
-  :class:`~stalwart.agent.protocol.TaskSpec` and marks it running. The master answers no spec
+  script or ``scontrol show job``). The node's rank is ``SLURM_NODEID`` (0 on one node); in
+  a Kubernetes pod, its Job completion index ``JOB_COMPLETION_INDEX``; under PBS's ``pbsdsh``,
+  ``PBS_NODENUM``.
+- **Start**: ``POST /api/v1/allocations/{id}/batch/start`` (allocation token) with the rank,
+  the node's name and its address (:func:`node_address`: the local address of the route to
+  the master, so the other nodes reach it the same way) returns the rank's
+  :class:`~stalwart.agent.protocol.TaskSpec` and marks it running. With several nodes the
+  master answers ``{"waiting": [ranks]}`` until every rank has called (the spec's
+  ``rendezvous.json`` lists every node's address); the launcher asks again every
+  :data:`RENDEZVOUS_POLL_S` for at most :data:`RENDEZVOUS_TIMEOUT_S`. The master answers no spec
   when the allocation is being killed: the launcher then exits 0 without running anything.
-- **Run**: the agent's own pieces: :func:`~stalwart.agent.workspace.prepare_workspace` under
+- **Run**: the agent's own pieces (in a container per ``container_run_type``:
+  :mod:`stalwart.hpc.container_runner`): :func:`~stalwart.agent.workspace.prepare_workspace` under
   ``<job dir>/tasks/<allocation>/rank-<r>/`` (model definition fetched from the master),
   :class:`~stalwart.agent.runner.ProcessRunner`, :class:`~stalwart.agent.shipper.LogShipper`.
   GPUs: the device ids Slurm made visible (``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES``)
@@ -50,15 +58,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 
 import httpx
 
 from stalwart.agent.context import fetch_context, task_headers
 from stalwart.agent.logs import LogContext
 from stalwart.agent.protocol import TaskSpec
-from stalwart.agent.runner import ProcessRunner
 from stalwart.agent.shipper import LogShipper
 from stalwart.agent.workspace import prepare_workspace
+from stalwart.hpc.container_runner import runner_from_environ
 
 __all__ = [
     "MASTER_URL_VAR",
@@ -66,6 +75,7 @@ __all__ = [
     "TOKEN_FILE_VAR",
     "LaunchError",
     "main",
+    "node_address",
     "run_task",
     "visible_slot_ids",
 ]
@@ -75,6 +85,10 @@ TOKEN_FILE_VAR = "STALWART_TOKEN_FILE"
 TOKEN_FILE_NAME = "token"
 """The token file's name in the job directory (written by the master, mode 0600)."""
 SHIP_TIMEOUT_S = 15.0
+RENDEZVOUS_POLL_S = 0.5
+"""Seconds between two ``batch/start`` calls while other nodes have not started yet."""
+RENDEZVOUS_TIMEOUT_S = 600.0
+"""How long a node waits for the job's other nodes (Slurm starts them together)."""
 KILL_GRACE_S = 10.0
 """After the SIGINT of a task the master is killing, how long before SIGKILL."""
 _HIDDEN_VARS = (TOKEN_FILE_VAR,)
@@ -94,6 +108,48 @@ def visible_slot_ids(spec: TaskSpec, environ: Mapping[str, str]) -> list[str]:
     value = environ.get(var, "") if var else ""
     ids = [part.strip() for part in value.split(",") if part.strip()]
     return ids or list(spec.slot_ids)
+
+
+def node_address(master_url: str) -> str:
+    """This node's address as seen on the route to the master (no packet is sent); the host
+    name's address when there is no route."""
+    parts = urlsplit(master_url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or 80
+    try:
+        family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(target)
+            return str(probe.getsockname()[0])
+    except OSError:
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+
+
+def _start(
+    client: httpx.Client, url: str, token: str, body: dict[str, object]
+) -> dict[str, object]:
+    """``batch/start`` until the master gives a spec or none (see the module contract)."""
+    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
+    said = False
+    while True:
+        answer = _post(client, url, token, body)
+        if answer.status_code != 200:
+            raise LaunchError(f"the master refused to start rank {body['rank']}: {answer.text}")
+        data: dict[str, object] = answer.json()
+        waiting = data.get("waiting")
+        if data.get("spec") is not None or not waiting:
+            return data
+        if time.monotonic() >= deadline:
+            raise LaunchError(
+                f"ranks {waiting} of the job did not start within {RENDEZVOUS_TIMEOUT_S:g} s"
+            )
+        if not said:
+            print(f"stalwart: rank {body['rank']} waiting for ranks {waiting}", flush=True)
+            said = True
+        time.sleep(RENDEZVOUS_POLL_S)
 
 
 def _post(client: httpx.Client, url: str, token: str, body: dict[str, object]) -> httpx.Response:
@@ -122,14 +178,18 @@ def run_task(environ: Mapping[str, str]) -> int:
             f"{MASTER_URL_VAR}, STALWART_ALLOCATION_ID and {TOKEN_FILE_VAR} must be set"
         )
     token = Path(token_file).read_text(encoding="utf-8").strip()
-    rank = int(environ.get("SLURM_NODEID") or environ.get("SLURM_PROCID") or 0)
+    rank = int(
+        environ.get("SLURM_NODEID")
+        or environ.get("SLURM_PROCID")
+        or environ.get("JOB_COMPLETION_INDEX")
+        or environ.get("PBS_NODENUM")
+        or 0
+    )
     node = socket.gethostname()
     base = f"{master_url}/api/v1/allocations/{allocation_id}/batch"
+    body: dict[str, object] = {"rank": rank, "node": node, "address": node_address(master_url)}
     with httpx.Client(timeout=_TIMEOUT) as client:
-        answer = _post(client, f"{base}/start", token, {"rank": rank, "node": node})
-        if answer.status_code != 200:
-            raise LaunchError(f"the master refused to start rank {rank}: {answer.text}")
-        data = answer.json()
+        data = _start(client, f"{base}/start", token, body)
         if data.get("spec") is None:  # being killed: nothing to run
             print(f"stalwart: {data.get('message') or 'the allocation ended'}", flush=True)
             return 0
@@ -231,7 +291,7 @@ def _run(
     )
     shipper.start()
     exited = threading.Event()
-    runner = ProcessRunner()
+    runner = runner_from_environ(environ)
     runner.on_exit = exited.set
     code: int | None = None
     reason: str | None = None

@@ -1,8 +1,9 @@
-"""PBS (OpenPBS / PBS Pro): qsub scripts, ``pbsbatch_args`` checks, qstat parsers, job states.
-
-Tested through script generation and parsers only (hand-written sample outputs): there is no
-PBS in CI. No client or tracker yet: they will mirror :mod:`stalwart.hpc.slurm` (one
+"""PBS (OpenPBS / PBS Pro): qsub scripts, ``pbsbatch_args`` checks, qstat parsers, job states,
+and a client and tracker mirroring :mod:`stalwart.hpc.slurm` (:mod:`.client`: one
 ``qstat -x -f -F json`` per poll covers every job).
+
+Tested through script generation, parsers and a fake server (hand-written sample outputs):
+there is no PBS in CI.
 """
 
 from __future__ import annotations

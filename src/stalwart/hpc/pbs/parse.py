@@ -161,18 +161,18 @@ _LIVE = {
     "E": ("TERMINATING", "exiting"),
 }
 _EXEC_CODES: dict[int, tuple[Outcome, str]] = {
-    -1: (Outcome.FAILED, "PBS could not start it"),
-    -2: (Outcome.FAILED, "PBS could not start it"),
-    -3: (Outcome.NODE_FAILED, "its start failed; PBS will retry"),
-    -10: (Outcome.FAILED, "its user or group is not valid on the node"),
+    -1: (Outcome.FAILED, "could not be started by PBS"),
+    -2: (Outcome.FAILED, "could not be started by PBS"),
+    -3: (Outcome.NODE_FAILED, "failed to start; PBS will retry"),
+    -10: (Outcome.FAILED, "failed: its user or group is not valid on the node"),
     -11: (Outcome.PREEMPTED, "requeued by PBS"),
     -20: (Outcome.NODE_FAILED, "PBS lost contact with its first node"),
-    -24: (Outcome.FAILED, "it used more CPUs than requested"),
-    -25: (Outcome.FAILED, "it used more CPUs than requested"),
-    -26: (Outcome.OUT_OF_MEMORY, "it used more virtual memory than requested"),
-    -27: (Outcome.OUT_OF_MEMORY, "it used more memory than requested"),
-    -28: (Outcome.TIMED_OUT, "it used more CPU time than requested"),
-    -29: (Outcome.TIMED_OUT, "it reached its walltime and was killed"),
+    -24: (Outcome.FAILED, "used more CPUs than requested"),
+    -25: (Outcome.FAILED, "used more CPUs than requested"),
+    -26: (Outcome.OUT_OF_MEMORY, "used more virtual memory than requested"),
+    -27: (Outcome.OUT_OF_MEMORY, "used more memory than requested"),
+    -28: (Outcome.TIMED_OUT, "used more CPU time than requested"),
+    -29: (Outcome.TIMED_OUT, "reached its walltime and was killed"),
 }
 
 
@@ -216,7 +216,7 @@ def pbs_job_status(
         outcome, text = _EXEC_CODES[exit_status]
         return end(outcome, text)
     if exit_status < 0:
-        return end(Outcome.FAILED, f"PBS could not run it (code {exit_status})")
+        return end(Outcome.FAILED, f"could not be run by PBS (code {exit_status})")
     if exit_status > 256:
         signal = exit_status - 256
         if signal in (9, 15):

@@ -3,10 +3,14 @@
 Only an allocation token opens them, and only for its own allocation (403 otherwise; users get
 403 too: these calls speak for a running task).
 
-- ``POST /allocations/{id}/batch/start`` ``{rank, node}``: the rank's stored
-  :class:`~stalwart.agent.protocol.TaskSpec` (``{"spec": ...}``), and the container and the
-  allocation become RUNNING. An allocation being killed (TERMINATING, TERMINATED) answers
-  ``{"spec": null, "message": ...}``: the launcher exits without running anything.
+- ``POST /allocations/{id}/batch/start`` ``{rank, node, address}``: records where the rank
+  runs, then answers the rank's stored :class:`~stalwart.agent.protocol.TaskSpec`
+  (``{"spec": ...}``), and the container and the allocation become RUNNING. With several nodes
+  the spec's ``rendezvous.json`` lists every node's ``address`` (rank order), so it is only
+  given once every rank has called; until then the answer is ``{"spec": null, "waiting":
+  [ranks not heard from]}`` and the launcher calls again. An allocation being killed
+  (TERMINATING, TERMINATED) answers ``{"spec": null, "message": ...}``: the launcher exits
+  without running anything.
 - ``POST /allocations/{id}/batch/exit`` ``{rank, exit_code, reason}``: the container exited
   (the first report wins; the tracker's later word about the Slurm job changes nothing). The
   cluster loop is poked so that the allocation ends within a round, as on agents.
@@ -23,6 +27,7 @@ from stalwart.errors import ForbiddenError, NotFoundError
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import WireRequest
 from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.k8s.settings import K8S_AGENT
 from stalwart.master.services.allocations import STOPPING_STATES, get_allocation
 from stalwart.master.slurm import jobs
 
@@ -34,6 +39,7 @@ router = APIRouter(tags=["batch"])
 class BatchStartRequest(WireRequest):
     rank: int = Field(default=0, ge=0)
     node: str = ""
+    address: str = Field(default="", description="The node's address as the other nodes reach it.")
 
 
 class BatchExitRequest(WireRequest):
@@ -55,12 +61,16 @@ def batch_start(
     """The rank's spec; the container runs (see the module docstring)."""
     allocation = _own(session, allocation_id, caller)
     row = session.get(Container, (allocation_id, body.rank))
-    if row is None or row.agent_id != jobs.BATCH_AGENT:
+    if row is None or row.agent_id not in (jobs.BATCH_AGENT, K8S_AGENT):
         raise NotFoundError(f"allocation {allocation_id} has no batch container {body.rank}")
     if allocation.state in STOPPING_STATES or row.state == "EXITED":
         return {"spec": None, "message": f"allocation {allocation_id} is being stopped"}
+    jobs.record_node(session, allocation_id, body.rank, body.node, body.address)
+    session.commit()
+    spec, missing = jobs.rendezvous_spec(session, allocation_id, body.rank)
+    if missing:
+        return {"spec": None, "waiting": missing}
     jobs.mark_running(session, allocation, body.rank)
-    spec = dict(row.spec)
     session.commit()
     return {"spec": spec}
 

@@ -24,7 +24,8 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
 
 With ``resource_manager: {type: slurm}``, :class:`~stalwart.master.slurm.manager.SlurmManager`
 records its jobs' news (scancel, one squeue/sacct poll, rejected jobs) just before step 2, and
-submits batch jobs in place of step 5's agent placement.
+submits batch jobs in place of step 5's agent placement. With ``{type: kubernetes}``,
+:class:`~stalwart.master.k8s.manager.KubernetesManager` does the same with Kubernetes Jobs.
 
 Every step reads the database afresh and commits in short transactions; a crash at any point
 loses nothing (the next round, or the next master, carries on). Signals are delivered after
@@ -37,6 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
@@ -60,12 +62,13 @@ from stalwart.master.db.tables import (
     Trial,
     utcnow,
 )
+from stalwart.master.k8s.settings import KubernetesSettings
 from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
-from stalwart.master.slurm.manager import SlurmManager
-from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.slurm.manager import PbsManager, SlurmManager
+from stalwart.master.slurm.settings import PbsSettings, SlurmSettings
 from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
 from stalwart.master.transitions import (
     EXPERIMENT_TERMINAL,
@@ -73,9 +76,20 @@ from stalwart.master.transitions import (
     set_allocation_state,
 )
 
-__all__ = ["ClusterLoop"]
+__all__ = ["BatchManager", "ClusterLoop"]
 
 log = logging.getLogger("stalwart.cluster")
+
+
+class BatchManager(Protocol):
+    """A resource manager that replaces agent placement: Slurm
+    (:class:`~stalwart.master.slurm.manager.SlurmManager`) or Kubernetes
+    (:class:`~stalwart.master.k8s.manager.KubernetesManager`)."""
+
+    def sync(self) -> list[TrialExit]: ...
+
+    def schedule(self) -> None: ...
+
 
 _SWEEP_SECONDS = 5.0
 
@@ -94,13 +108,18 @@ class ClusterLoop:
         self._preempt_seen: dict[str, float] = {}
         self._explained: set[str] = set()
         self.rounds = 0
-        self.batch = (
-            SlurmManager(state)
-            if isinstance(state.settings.resource_manager, SlurmSettings)
-            else None
-        )
-        """The batch resource manager (Slurm) when configured: it replaces agent placement
-        (step 5) and records its jobs' news before step 2."""
+        self.batch: BatchManager | None = None
+        if isinstance(state.settings.resource_manager, SlurmSettings):
+            self.batch = SlurmManager(state)
+        elif isinstance(state.settings.resource_manager, PbsSettings):
+            self.batch = PbsManager(state)
+        elif isinstance(state.settings.resource_manager, KubernetesSettings):
+            # Imported only when configured: the master needs nothing of it otherwise.
+            from stalwart.master.k8s.manager import KubernetesManager
+
+            self.batch = KubernetesManager(state)
+        """The batch resource manager (Slurm, Kubernetes) when configured: it replaces agent
+        placement (step 5) and records its jobs' news before step 2."""
 
     # -- thread ------------------------------------------------------------------------------
 

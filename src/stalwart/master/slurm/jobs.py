@@ -4,9 +4,14 @@ An allocation run by a batch system has one :class:`~stalwart.master.db.tables.C
 node with ``agent_id`` :data:`BATCH_AGENT` (its :class:`~stalwart.agent.protocol.TaskSpec`
 stored as on agents, token included), and ``allocations.batch_job_id`` once submitted. Its life:
 
-1. :func:`claim_batch` (PENDING -> ASSIGNED, one transaction, commits): token, ports, container
-   rows with their specs (the same builder as agent placement:
-   :func:`~stalwart.master.services.task_spec.allocation_task_specs`).
+1. :func:`claim_batch` (PENDING -> ASSIGNED, one transaction, commits): token, ports (an offset
+   no other live batch allocation uses, since jobs may share nodes), one container row per node
+   (``nodes = ceil(slots / slots_per_node)``, :func:`~stalwart.hpc.layout.plan_layout`) with
+   its spec (the same builder as agent placement:
+   :func:`~stalwart.master.services.task_spec.allocation_task_specs`). The nodes' addresses are
+   not known yet: each rank's launcher reports its own at ``batch/start``
+   (:func:`record_node`), and :func:`rendezvous_spec` gives every rank the full list once all
+   have reported (the ``rendezvous.json`` of the task contract).
 2. The caller submits :func:`batch_request` outside any transaction, then
    :func:`record_submission` (the job id) or :func:`record_rejection` (the container EXITED with
    the batch system's message and no job id: :func:`end_rejected` ends such allocations with
@@ -20,6 +25,7 @@ Only trials run on batch systems for now (commands, notebooks, shells are left f
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +35,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.hpc.layout import BatchRequest, SlotType
+from stalwart.hpc.container_runner import container_env
+from stalwart.hpc.errors import SchedulerArgsError
+from stalwart.hpc.layout import BatchRequest, SlotType, plan_layout
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
@@ -41,10 +49,16 @@ from stalwart.master.db.tables import (
     Task,
     utcnow,
 )
+from stalwart.master.k8s.settings import K8S_AGENT
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.auth import token_sha256
-from stalwart.master.services.task_spec import ContainerPlan, allocation_task_specs, ports_for
-from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.services.task_spec import (
+    ContainerPlan,
+    allocation_task_specs,
+    free_port_offset,
+    ports_for,
+)
+from stalwart.master.slurm.settings import BatchSystemSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
 __all__ = [
@@ -55,11 +69,15 @@ __all__ = [
     "end_rejected",
     "mark_exited",
     "mark_running",
+    "node_slots",
     "partition_of",
+    "record_node",
     "record_rejection",
     "record_submission",
+    "rendezvous_spec",
     "resume_job",
     "slot_type_of",
+    "system_section",
     "unsubmitted",
 ]
 
@@ -81,7 +99,7 @@ class BatchJob:
         return self.request.job_dir / TOKEN_FILE_NAME
 
 
-def partition_of(pool: str, settings: SlurmSettings) -> str | None:
+def partition_of(pool: str, settings: BatchSystemSettings) -> str | None:
     """A resource pool's partition: the pool name, or ``default_partition`` for ``default``."""
     if not pool or pool == "default":
         return settings.default_partition
@@ -90,7 +108,7 @@ def partition_of(pool: str, settings: SlurmSettings) -> str | None:
 
 def slot_type_of(
     partition: str | None,
-    settings: SlurmSettings,
+    settings: BatchSystemSettings,
     pools: Mapping[str, PartitionPool] | None = None,
 ) -> SlotType:
     """``partition_overrides[partition].slot_type``, else the master's ``slot_type``, else the
@@ -109,26 +127,42 @@ def slot_type_of(
     return pool.slot_type if pool is not None else "cpu"
 
 
-def _slurm_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    section = config.get("slurm")
-    return section if isinstance(section, Mapping) else {}
+_ARGS_KEY = {"slurm": "sbatch_args", "pbs": "pbsbatch_args"}
+"""The experiment config section of each batch system, and its key of extra scheduler args."""
+
+
+def system_section(
+    config: Mapping[str, Any], settings: BatchSystemSettings
+) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+    """The experiment's ``slurm:`` (``pbs:``) section and its ``sbatch_args``
+    (``pbsbatch_args``), by the batch system ``settings`` configure."""
+    name = str(getattr(settings, "type", "slurm"))
+    section = config.get(name)
+    section = section if isinstance(section, Mapping) else {}
+    args = section.get(_ARGS_KEY.get(name, "sbatch_args")) or ()
+    return section, tuple(str(a) for a in args)
 
 
 def batch_request(
     allocation: Allocation,
     config: Mapping[str, Any],
-    settings: SlurmSettings,
+    settings: BatchSystemSettings,
     *,
     master_url: str,
     python: str,
     pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchRequest:
     """The batch request of an allocation (its experiment's ``slurm:`` section applied:
-    ``sbatch_args``, ``gpu_type``, ``slots_per_node``); ``pools``: the partitions from
-    ``sinfo`` (:func:`slot_type_of`). Pure."""
+    ``sbatch_args``, ``gpu_type``, ``slots_per_node``; on PBS ``pbs:`` and ``pbsbatch_args``);
+    ``pools``: the partitions from ``sinfo`` (:func:`slot_type_of`). ``slots_per_node``
+    unset: the partition's most slots on one node (sinfo), so a trial larger than a node spans
+    several; one node when unknown. Pure."""
     partition = partition_of(allocation.resource_pool, settings)
-    slurm = _slurm_section(config)
+    slurm, scheduler_args = system_section(config, settings)
     spn = slurm.get("slots_per_node")
+    if not isinstance(spn, int):
+        pool = _pool_of(partition, pools)
+        spn = pool.slots_per_node if pool is not None and pool.slots_per_node > 0 else None
     gpu_type = slurm.get("gpu_type")
     root = PurePosixPath(str(settings.job_storage_root))
     return BatchRequest(
@@ -143,13 +177,41 @@ def batch_request(
         env=(
             (MASTER_URL_VAR, master_url),
             (TOKEN_FILE_VAR, str(root / allocation.id / TOKEN_FILE_NAME)),
+            *container_env(
+                settings.container_run_type,
+                PurePosixPath(str(settings.image_cache_dir)) if settings.image_cache_dir else None,
+                [str(root), *settings.container_binds],
+            ),
         ),
         # A preempted job ends (PREEMPTED) and the trial resumes through a new job: a requeued
         # one would wait ~2 min for its BeginTime (docs/contributing/slurm.md, Preemption).
         requeue=False,
-        scheduler_args=tuple(str(a) for a in slurm.get("sbatch_args") or ()),
-        single_node=True,  # multi-node launch (rendezvous across nodes) is not wired yet
+        scheduler_args=scheduler_args,
     )
+
+
+def _pool_of(
+    partition: str | None, pools: Mapping[str, PartitionPool] | None
+) -> PartitionPool | None:
+    pools = pools or {}
+    if partition is None:
+        return next((p for p in pools.values() if p.default), None)
+    return pools.get(partition)
+
+
+def node_slots(request: BatchRequest) -> list[int]:
+    """Slots of each node (rank) of ``request``: ``ceil(slots / nodes)`` each, the last node
+    the rest; one node when the request cannot be laid out (its submission says why). Pure."""
+    try:
+        layout = plan_layout(request)
+    except SchedulerArgsError:
+        return [request.slots]
+    per_node, left = layout.slots_per_node, request.slots
+    out = []
+    for _ in range(layout.nodes):
+        out.append(min(per_node, left))
+        left -= out[-1]
+    return out
 
 
 def _config(session: Session, allocation: Allocation) -> dict[str, Any]:
@@ -164,7 +226,7 @@ def _config(session: Session, allocation: Allocation) -> dict[str, Any]:
 def claim_batch(
     session: Session,
     allocation_id: str,
-    settings: SlurmSettings,
+    settings: BatchSystemSettings,
     *,
     master_url: str,
     python: str,
@@ -185,22 +247,27 @@ def claim_batch(
         pools=pools,
     )
     token = secrets.token_urlsafe(32)
-    ports = ports_for(0)  # one allocation per node on a batch system is the usual case
-    allocation.ports = {"offset": 0, **ports}
+    offset = free_port_offset(_batch_port_offsets(session))
+    ports = ports_for(offset)
+    allocation.ports = {"offset": offset, **ports}
     allocation.token_sha256 = token_sha256(token)
     allocation.agent_id = BATCH_AGENT
-    gpu = request.slot_type != "cpu"
-    plan = ContainerPlan(
-        rank=0,
-        agent_id=BATCH_AGENT,
-        address=LOOPBACK,
-        slot_ids=tuple(str(i) for i in range(allocation.slots)) if gpu else (),
-        device_indices=tuple(range(allocation.slots)) if gpu else (),
-    )
+    # Slot ids per node: device indices there (the launcher swaps in the GPUs Slurm made
+    # visible); CPU slots get ids too, so a launcher knows how many workers its node runs.
+    plans = [
+        ContainerPlan(
+            rank=rank,
+            agent_id=BATCH_AGENT,
+            address=LOOPBACK,  # the node's own address arrives with its batch/start
+            slot_ids=tuple(str(i) for i in range(count)),
+            device_indices=tuple(range(count)),
+        )
+        for rank, count in enumerate(node_slots(request))
+    ]
     specs = allocation_task_specs(
         session,
         allocation,
-        [plan],
+        plans,
         token=token,
         ports=ports,
         device_type=request.slot_type,
@@ -225,6 +292,66 @@ def claim_batch(
     return BatchJob(allocation.id, token, request)
 
 
+def _batch_port_offsets(session: Session) -> list[int]:
+    """Port offsets of the live batch allocations (any of them may share a node)."""
+    rows = session.scalars(
+        select(Allocation.ports).where(
+            Allocation.agent_id == BATCH_AGENT, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+        )
+    )
+    return [int(p["offset"]) for p in rows if isinstance(p, dict) and "offset" in p]
+
+
+_NODE_KEY = "batch_node"
+"""Key of a batch container's spec (JSON) that holds ``{"node": ..., "address": ...}`` once its
+launcher started; removed from what the launcher receives."""
+
+
+def record_node(session: Session, allocation_id: str, rank: int, node: str, address: str) -> None:
+    """Remember where ``rank`` runs (its ``batch/start``); flushes. Idempotent."""
+    row = session.get(Container, (allocation_id, rank))
+    if row is None:
+        return
+    entry = {"node": node, "address": address or LOOPBACK}
+    if row.spec.get(_NODE_KEY) != entry:
+        row.spec = {**row.spec, _NODE_KEY: entry}
+        session.flush()
+
+
+def rendezvous_spec(
+    session: Session, allocation_id: str, rank: int
+) -> tuple[dict[str, Any], list[int]]:
+    """``(spec, missing ranks)``: ``rank``'s stored spec with the nodes' addresses in its
+    ``rendezvous.json`` (rank order) once every rank has reported (:func:`record_node`);
+    otherwise ``({}, the ranks not heard from yet)``. One container: its spec as stored."""
+    rows = list(
+        session.scalars(
+            select(Container)
+            .where(
+                Container.allocation_id == allocation_id,
+                Container.agent_id.in_((BATCH_AGENT, K8S_AGENT)),
+            )
+            .order_by(Container.rank)
+        )
+    )
+    mine = next((r for r in rows if r.rank == rank), None)
+    if mine is None:
+        return {}, [rank]
+    spec = {k: v for k, v in mine.spec.items() if k != _NODE_KEY}
+    if len(rows) == 1:
+        return spec, []
+    missing = [r.rank for r in rows if not isinstance(r.spec.get(_NODE_KEY), dict)]
+    if missing:
+        return {}, missing
+    addresses = [str(r.spec[_NODE_KEY]["address"]) for r in rows]
+    files = dict(spec.get("info_files") or {})
+    rendezvous = json.loads(files.get("rendezvous.json") or "{}")
+    rendezvous["container_addrs"] = addresses
+    files["rendezvous.json"] = json.dumps(rendezvous)
+    spec["info_files"] = files
+    return spec, []
+
+
 def unsubmitted(session: Session) -> list[str]:
     """ASSIGNED batch allocations without a job id and with a live container: claimed by a
     master that stopped before ``sbatch`` answered, or whose submission failed transiently."""
@@ -245,7 +372,7 @@ def unsubmitted(session: Session) -> list[str]:
 def resume_job(
     session: Session,
     allocation_id: str,
-    settings: SlurmSettings,
+    settings: BatchSystemSettings,
     *,
     master_url: str,
     python: str,

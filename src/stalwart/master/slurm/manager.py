@@ -1,4 +1,7 @@
-"""The Slurm resource manager: the cluster loop's steps when ``resource_manager.type: slurm``.
+"""The batch resource manager: the cluster loop's steps when ``resource_manager.type`` is
+``slurm`` (:class:`SlurmManager`) or ``pbs`` (:class:`PbsManager`). Both are one
+:class:`HpcManager` driving a :class:`~stalwart.master.slurm.systems.BatchSystem`; the text below
+speaks of Slurm's commands (PBS: ``qsub``, ``qdel``, one ``qstat -x -f -F json`` per poll).
 
 The loop calls two methods under its lifecycle lock, in each round (database rows are the truth;
 what is kept here is rebuilt from them after a restart):
@@ -20,6 +23,12 @@ what is kept here is rebuilt from them after a restart):
   checking squeue for a job of that name (a master that stopped between ``sbatch`` and the
   commit of the job id adopts the job instead of submitting it twice).
 
+A queued job that Slurm says will not start by itself (:attr:`~stalwart.hpc.states.JobStatus.
+stuck`: PartitionNodeLimit, BadConstraints, ReqNodeNotAvail, held...) is reported in its trial's
+logs at once; after ``stuck_job_timeout`` seconds in that state (counted from when this master
+first saw it) it is cancelled with one ``scancel`` and its trial errors (no restart: a new job
+would be stuck as well), Slurm's reason in the logs.
+
 Resource pools come from ``sinfo`` (:meth:`SlurmManager.pools`): one per partition
 (:func:`~stalwart.hpc.slurm.partitions.partitions_to_pools`, with ``partition_overrides``),
 read before the first submission and again at most every :data:`POOLS_REFRESH_S` seconds (one
@@ -34,25 +43,27 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
 
 from stalwart.hpc.errors import HpcCommandError, SchedulerArgsError
+from stalwart.hpc.pbs.client import PbsClient
 from stalwart.hpc.slurm.client import SlurmClient
-from stalwart.hpc.slurm.partitions import PartitionOverride, PartitionPool, partitions_to_pools
-from stalwart.hpc.slurm.script import SlurmOptions
-from stalwart.hpc.slurm.tracker import JobUpdate, SlurmTracker
+from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.states import Outcome
-from stalwart.master.cluster.lifecycle import TrialExit, master_log
+from stalwart.hpc.tracker import JobUpdate
+from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
 from stalwart.master.settings import MasterSettings
 from stalwart.master.slurm import jobs
-from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.slurm.settings import BatchSystemSettings, PbsSettings, SlurmSettings
+from stalwart.master.slurm.systems import BatchSystem, PbsSystem, SlurmSystem
 from stalwart.master.state import MasterState, task_logs_key
 from stalwart.master.transitions import set_allocation_state
 
-__all__ = ["POOLS_REFRESH_S", "SlurmManager", "master_url_for"]
+__all__ = ["POOLS_REFRESH_S", "HpcManager", "PbsManager", "SlurmManager", "master_url_for"]
 
 log = logging.getLogger("stalwart.slurm")
 
@@ -60,7 +71,7 @@ POOLS_REFRESH_S = 300.0
 """Seconds between two ``sinfo`` calls that refresh the partitions (pools)."""
 
 
-def master_url_for(settings: MasterSettings, slurm: SlurmSettings) -> str:
+def master_url_for(settings: MasterSettings, slurm: BatchSystemSettings) -> str:
     """The master's URL as compute nodes reach it (``slurm.master_url``, else host:port)."""
     if slurm.master_url:
         return slurm.master_url.rstrip("/")
@@ -70,11 +81,11 @@ def master_url_for(settings: MasterSettings, slurm: SlurmSettings) -> str:
     return f"http://{host}:{settings.port}"
 
 
-def _exit_of(update: JobUpdate) -> tuple[int | None, str]:
+def _exit_of(update: JobUpdate, system: str = "Slurm") -> tuple[int | None, str]:
     """A finished job's exit code for its containers (None: no code of the task's own) and the
     reason shown in the trial's logs."""
     status = update.status
-    reason = f"Slurm job {update.job_id} {status.reason}"
+    reason = f"{system} job {update.job_id} {status.reason}"
     if status.outcome in (Outcome.SUCCEEDED, Outcome.FAILED) and status.exit_code is not None:
         if status.signal:
             return -status.signal, reason
@@ -82,29 +93,34 @@ def _exit_of(update: JobUpdate) -> tuple[int | None, str]:
     return None, reason
 
 
-class SlurmManager:
-    """Slurm as the cluster loop's resource manager (see the module docstring)."""
+@dataclass
+class _Stuck:
+    """A queued job Slurm says will not start by itself, since ``since`` (monotonic)."""
 
-    def __init__(self, state: MasterState, *, client: SlurmClient | None = None) -> None:
-        settings = state.settings
-        slurm = settings.resource_manager
-        if not isinstance(slurm, SlurmSettings):
-            raise TypeError("SlurmManager needs resource_manager.type: slurm")
-        self.slurm = slurm
+    job_id: str
+    reason: str
+    since: float
+
+
+class HpcManager:
+    """A batch system as the cluster loop's resource manager (see the module docstring)."""
+
+    def __init__(
+        self, state: MasterState, settings: BatchSystemSettings, system: BatchSystem
+    ) -> None:
+        self.slurm = settings
+        self.system = system
+        self.name = system.name
         self.state = state
         self.sessions = state.sessions
-        self.master_url = master_url_for(settings, slurm)
-        self.python = slurm.python or sys.executable
-        self.client = client or SlurmClient(
-            user=slurm.user,
-            options=SlurmOptions(
-                tres_supported=slurm.tres_supported, gres_supported=slurm.gres_supported
-            ),
-        )
-        self.tracker = SlurmTracker(self.client, min_interval=slurm.poll_interval)
+        self.master_url = master_url_for(state.settings, settings)
+        self.python = settings.python or sys.executable
+        self.tracker = system.tracker
         self._adopted = False
         self._cancelled: set[str] = set()
         self._stuck_logged: dict[str, str] = {}
+        self._stuck: dict[str, _Stuck] = {}
+        self.clock = time.monotonic
         self._pools: dict[str, PartitionPool] = {}
         self._pools_at: float | None = None
         self._pools_lock = threading.Lock()
@@ -121,15 +137,10 @@ class SlurmManager:
             if refresh or stale:
                 self._pools_at = now
                 try:
-                    nodes = self.client.sinfo()
+                    found = self.system.partitions()
                 except HpcCommandError as exc:
-                    log.warning("sinfo failed (keeping the last partitions): %s", exc)
+                    log.warning("reading the partitions failed (keeping the last ones): %s", exc)
                 else:
-                    overrides = {
-                        name: PartitionOverride(slot_type=o.slot_type)
-                        for name, o in self.slurm.partition_overrides.items()
-                    }
-                    found = partitions_to_pools(nodes, overrides, self.slurm.slot_type)
                     self._pools = {pool.name: pool for pool in found}
             return list(self._pools.values())
 
@@ -144,6 +155,48 @@ class SlurmManager:
         with self.sessions() as session:
             exits = jobs.end_rejected(session)
             session.commit()
+        return exits + self._end_stuck()
+
+    def _end_stuck(self) -> list[TrialExit]:
+        """Cancel (one ``scancel``) the jobs stuck in the queue for ``stuck_job_timeout``
+        seconds; their trials error at once (``retry=False``: a new job would be stuck too)
+        with Slurm's reason in their logs."""
+        limit = self.slurm.stuck_job_timeout
+        if limit <= 0 or not self._stuck:
+            return []
+        now = self.clock()
+        due = {a: s for a, s in self._stuck.items() if now - s.since >= limit}
+        if not due:
+            return []
+        try:
+            self.system.cancel(sorted({s.job_id for s in due.values()}))
+        except HpcCommandError as exc:
+            log.warning("scancel of stuck jobs failed (retrying next round): %s", exc)
+            return []
+        exits = []
+        with self.sessions() as session:
+            for allocation_id, stuck in due.items():
+                del self._stuck[allocation_id]
+                self._cancelled.add(stuck.job_id)
+                allocation = session.get(Allocation, allocation_id)
+                if allocation is None or allocation.batch_job_id != stuck.job_id:
+                    continue
+                reason = (
+                    f"{self.name} job {stuck.job_id} cannot start ({stuck.reason}) and was "
+                    f"cancelled after waiting {limit:g} s (resource_manager.stuck_job_timeout); "
+                    "change "
+                    f"the experiment's resources or {self.name.lower()} section, or ask the "
+                    f"{self.name} administrators"
+                )
+                if jobs.mark_exited(session, allocation_id, None, reason):
+                    master_log(session, allocation.task_id, allocation.id, reason)
+                    exit_ = end_allocation(session, allocation, None, reason, retry=False)
+                    if exit_ is not None:
+                        exits.append(exit_)
+                log.warning("allocation %s: %s", allocation_id, reason)
+            tasks = session.info.pop("log_tasks", set())
+            session.commit()
+        self._notify(tasks)
         return exits
 
     def _adopt(self) -> None:
@@ -191,19 +244,19 @@ class SlurmManager:
         if not todo:
             return False
         try:
-            self.client.cancel(todo)
+            self.system.cancel(todo)
         except HpcCommandError as exc:
-            log.warning("scancel failed (retrying next round): %s", exc)
+            log.warning("cancelling %s jobs failed (retrying next round): %s", self.name, exc)
             return False
         self._cancelled.update(todo)
-        log.info("cancelled Slurm jobs %s", ", ".join(todo))
+        log.info("cancelled %s jobs %s", self.name, ", ".join(todo))
         return True
 
     def _poll(self, *, force: bool = False) -> None:
         try:
             updates = self.tracker.poll(force=force)
         except HpcCommandError as exc:
-            log.warning("polling Slurm failed (retrying): %s", exc)
+            log.warning("polling %s failed (retrying): %s", self.name, exc)
             return
         if updates:
             self._apply(updates)
@@ -217,7 +270,7 @@ class SlurmManager:
                 status = update.status
                 if status.terminal:
                     self._cancelled.discard(update.job_id)
-                    code, reason = _exit_of(update)
+                    code, reason = _exit_of(update, self.name)
                     if status.outcome is Outcome.PREEMPTED:
                         # Slurm took the node for a higher-priority job: the trial resumes
                         # from its latest checkpoint without using a restart, as after a
@@ -227,17 +280,26 @@ class SlurmManager:
                         code = 0
                     if jobs.mark_exited(session, allocation.id, code, reason):
                         master_log(session, allocation.task_id, allocation.id, reason)
+                    self._stuck.pop(allocation.id, None)
                 elif status.allocation_state in ("RUNNING", "STARTING"):
+                    self._stuck.pop(allocation.id, None)
                     if allocation.state != "TERMINATING":
                         jobs.mark_running(session, allocation)
-                elif (
-                    status.allocation_state == "ASSIGNED"
-                    and status.stuck
-                    and self._stuck_logged.get(allocation.id) != status.reason
-                ):
-                    self._stuck_logged[allocation.id] = status.reason
-                    text = f"Slurm job {update.job_id} will not start: {status.reason}"
-                    master_log(session, allocation.task_id, allocation.id, text)
+                elif status.allocation_state == "ASSIGNED" and not status.stuck:
+                    self._stuck.pop(allocation.id, None)
+                elif status.allocation_state == "ASSIGNED" and status.stuck:
+                    if allocation.id not in self._stuck:
+                        self._stuck[allocation.id] = _Stuck(
+                            update.job_id, status.reason, self.clock()
+                        )
+                    self._stuck[allocation.id].reason = status.reason
+                    if self._stuck_logged.get(allocation.id) != status.reason:
+                        self._stuck_logged[allocation.id] = status.reason
+                        text = f"{self.name} job {update.job_id} will not start: {status.reason}"
+                        limit = self.slurm.stuck_job_timeout
+                        if limit > 0:
+                            text += f" (cancelled if it still cannot start after {limit:g} s)"
+                        master_log(session, allocation.task_id, allocation.id, text)
             tasks = session.info.pop("log_tasks", set())
             session.commit()
         self._notify(tasks)
@@ -281,9 +343,9 @@ class SlurmManager:
 
     def _resubmit(self, allocation_ids: list[str], pools: dict[str, PartitionPool]) -> None:
         try:
-            named = {row.name: row.job_id for row in self.client.squeue()}
+            named = self.system.job_ids_by_name()
         except HpcCommandError as exc:
-            log.warning("squeue failed (retrying next round): %s", exc)
+            log.warning("listing %s jobs failed (retrying next round): %s", self.name, exc)
             return
         for allocation_id in allocation_ids:
             with self.sessions() as session:
@@ -306,14 +368,14 @@ class SlurmManager:
     def _submit(self, job: jobs.BatchJob) -> None:
         try:
             self._write_token(job)
-            job_id = self.client.submit(job.request)
+            job_id = self.system.submit(job.request)
         except SchedulerArgsError as exc:
-            self._reject(job, f"the Slurm job cannot be built: {exc}")
+            self._reject(job, f"the {self.name} job cannot be built: {exc}")
         except HpcCommandError as exc:
             if exc.retryable:
-                log.warning("sbatch of %s failed (retrying): %s", job.allocation_id, exc)
+                log.warning("submitting %s failed (retrying): %s", job.allocation_id, exc)
             else:
-                self._reject(job, f"Slurm rejected the job: {exc}")
+                self._reject(job, f"{self.name} rejected the job: {exc}")
         except OSError as exc:
             self._reject(job, f"cannot write the job's files under job_storage_root: {exc}")
         else:
@@ -333,16 +395,39 @@ class SlurmManager:
             recorded = jobs.record_submission(session, job.allocation_id, job_id)
             allocation = session.get(Allocation, job.allocation_id)
             if recorded and allocation is not None:
-                text = f"submitted as Slurm job {job_id} ({job.request.job_dir})"
+                text = f"submitted as {self.name} job {job_id} ({job.request.job_dir})"
                 master_log(session, allocation.task_id, allocation.id, text)
             tasks = session.info.pop("log_tasks", set())
             session.commit()
         self._notify(tasks)
         if recorded:
             self.tracker.track(job_id, job.allocation_id)
-            log.info("allocation %s is Slurm job %s", job.allocation_id, job_id)
+            log.info("allocation %s is %s job %s", job.allocation_id, self.name, job_id)
 
     def _reject(self, job: jobs.BatchJob, message: str) -> None:
         log.warning("allocation %s: %s", job.allocation_id, message)
         with self.sessions() as session:
             jobs.record_rejection(session, job.allocation_id, message)
+
+
+class SlurmManager(HpcManager):
+    """Slurm as the cluster loop's resource manager; ``client``: a Slurm client to use (tests
+    pass a fake one)."""
+
+    def __init__(self, state: MasterState, *, client: SlurmClient | None = None) -> None:
+        settings = state.settings.resource_manager
+        if not isinstance(settings, SlurmSettings):
+            raise TypeError("SlurmManager needs resource_manager.type: slurm")
+        system = SlurmSystem(settings, client)
+        super().__init__(state, settings, system)
+        self.client = system.client
+
+
+class PbsManager(HpcManager):
+    """PBS as the cluster loop's resource manager; ``client``: a PBS client to use."""
+
+    def __init__(self, state: MasterState, *, client: PbsClient | None = None) -> None:
+        settings = state.settings.resource_manager
+        if not isinstance(settings, PbsSettings):
+            raise TypeError("PbsManager needs resource_manager.type: pbs")
+        super().__init__(state, settings, PbsSystem(settings, client))

@@ -2,8 +2,9 @@
 
 ``resource_manager: {type: agent}`` (the default) runs tasks on Stalwart agents;
 ``resource_manager: {type: slurm, job_storage_root: ..., ...}`` submits each allocation as a
-Slurm batch job instead (:mod:`stalwart.master.slurm.manager`). This module only declares the
-settings (pydantic, no master imports), so :mod:`stalwart.master.settings` can embed it.
+Slurm batch job instead, and ``{type: pbs, ...}`` (the same shape) as a PBS job
+(:mod:`stalwart.master.slurm.manager`). This module only declares the settings (pydantic, no
+master imports), so :mod:`stalwart.master.settings` can embed it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AgentManagerSettings", "PartitionOverride", "ResourceManager", "SlurmSettings"]
+from stalwart.master.k8s.settings import KubernetesSettings
+
+__all__ = [
+    "AgentManagerSettings",
+    "BatchSystemSettings",
+    "PartitionOverride",
+    "PbsSettings",
+    "ResourceManager",
+    "SlurmSettings",
+]
 
 SlotType = Literal["cpu", "cuda", "rocm"]
 
@@ -36,10 +46,10 @@ class PartitionOverride(_Settings):
     )
 
 
-class SlurmSettings(_Settings):
-    """Allocations run as Slurm batch jobs submitted by the master (``sbatch``)."""
+class BatchSystemSettings(_Settings):
+    """What Slurm and PBS share: allocations run as batch jobs the master submits. A pool is
+    a Slurm partition (a PBS queue)."""
 
-    type: Literal["slurm"]
     job_storage_root: Path = Field(
         description="A directory shared by the master and every compute node: each allocation "
         "gets `<job_storage_root>/<allocation id>/` (batch script, Slurm output, its token file "
@@ -70,10 +80,31 @@ class SlurmSettings(_Settings):
         description="Seconds between two polls of Slurm (one squeue, at most one sacct, for "
         "every job together).",
     )
-    container_run_type: Literal["none"] = Field(
+    stuck_job_timeout: float = Field(
+        default=600.0,
+        ge=0,
+        description="Seconds a queued job may wait for a reason Slurm says it will never start "
+        "by itself (PartitionConfig, PartitionNodeLimit, BadConstraints, ReqNodeNotAvail, a "
+        "held job...) before Stalwart cancels it and its trial errors with that reason in its "
+        "logs. 0: never cancel (the reason is still logged).",
+    )
+    container_run_type: Literal["none", "apptainer", "singularity", "podman", "enroot"] = Field(
         default="none",
         description="How tasks run on compute nodes: `none` (a Python environment on the "
-        "shared filesystem). Apptainer/singularity, enroot and podman are not there yet.",
+        "shared filesystem), or inside the experiment's image with apptainer, singularity, "
+        "podman or enroot (the tool must be installed on the compute nodes; the task launcher "
+        "itself runs outside, with `python`).",
+    )
+    image_cache_dir: Path | None = Field(
+        default=None,
+        description="A shared directory of images converted for apptainer/singularity (SIF) "
+        "or enroot (squashfs), filled by `stalwart envs precache`; needed by those run types. "
+        "Tasks whose image is not cached there pull it at start (slow).",
+    )
+    container_binds: list[str] = Field(
+        default_factory=list,
+        description="Host directories bound into task containers at the same path (the "
+        "job_storage_root always is), e.g. the checkpoint storage or datasets.",
     )
     python: str = Field(
         default="",
@@ -81,6 +112,12 @@ class SlurmSettings(_Settings):
         "(`python -m stalwart.hpc.task`) and the task itself; it needs Stalwart installed. "
         "Empty: the master's own interpreter.",
     )
+
+
+class SlurmSettings(BatchSystemSettings):
+    """Allocations run as Slurm batch jobs submitted by the master (``sbatch``)."""
+
+    type: Literal["slurm"]
     tres_supported: bool = Field(
         default=True, description="Slurm has `select/cons_tres` (`--gpus-per-node`)."
     )
@@ -92,5 +129,20 @@ class SlurmSettings(_Settings):
     )
 
 
-ResourceManager = Annotated[AgentManagerSettings | SlurmSettings, Field(discriminator="type")]
-"""The ``resource_manager`` section: agents (default) or Slurm."""
+class PbsSettings(BatchSystemSettings):
+    """Allocations run as PBS (OpenPBS / PBS Pro) jobs submitted by the master (``qsub``);
+    ``default_partition`` and ``partition_overrides`` name queues. The server needs job
+    history (``qmgr -c 'set server job_history_enable=True'``): finished jobs' exit statuses
+    come from ``qstat -x``."""
+
+    type: Literal["pbs"]
+    gpu_resource: str = Field(
+        default="ngpus", description="The PBS resource that counts GPUs in a select chunk."
+    )
+
+
+ResourceManager = Annotated[
+    AgentManagerSettings | SlurmSettings | PbsSettings | KubernetesSettings,
+    Field(discriminator="type"),
+]
+"""The ``resource_manager`` section: agents (default), Slurm, PBS or Kubernetes."""
