@@ -1,5 +1,6 @@
-"""Fixtures of the browser tests: Debian's chromium driven by Playwright, and a real master and
-agent running a small adaptive_asha experiment.
+"""Fixtures of the browser tests: Debian's chromium driven by Playwright, a real master and
+agent running a small adaptive_asha experiment (profiled, so that trials have system metrics),
+and a second master without agents holding 100 trials of seeded metrics (the scale test).
 
 Under ``CI=true`` a browser that cannot start is a failure (``scripts/ui/browser.sh`` installs
 chromium first); elsewhere the tests are skipped with the reason. Screenshots go to
@@ -8,18 +9,23 @@ chromium first); elsewhere the tests are skipped with the reason. Screenshots go
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from stalwart.client import Client, Experiment
 from stalwart.local import LocalCluster
 from tests.client.support import running_cluster
 from tests.examples.conftest import EXAMPLES, completed, example_config
+from tests.integration.conftest import MASTER_CONFIG, free_port
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -34,8 +40,20 @@ HPSEARCH_OVERRIDES: dict[str, Any] = {
     "searcher.max_time": 20,
     "searcher.max_trials": 4,
     "searcher.max_concurrent_trials": 2,
+    "profiling.enabled": True,
 }
-"""examples/core_api/3_hpsearch.yaml shortened to seconds (as tests/examples does)."""
+"""examples/core_api/3_hpsearch.yaml shortened to seconds (as tests/examples does), with the
+profiler on so that each trial reports the system-metric groups (cpu, memory, disk, network)."""
+
+BIG_TRIALS = 100
+"""Trials of the scale test's experiment."""
+BIG_LONG_POINTS = 10_000
+"""Points of the scale test's longest series (its first ``BIG_LONG_TRIALS`` trials)."""
+BIG_LONG_TRIALS = 2
+BIG_POINTS = int(os.environ.get("STALWART_UI_BIG_POINTS", "1000"))
+"""Points of every other trial: 1,000 by default to keep the directory fast (seeding runs at
+about 5,000 reports a second on two busy cores); ``STALWART_UI_BIG_POINTS=10000`` seeds the
+full 100 trials x 10,000 points."""
 
 
 def in_ci() -> bool:
@@ -95,7 +113,11 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    """A fresh tab (its own sessionStorage) with a desktop viewport and a fast poll."""
+    """A fresh tab (its own sessionStorage) with a desktop viewport and a fast poll; actions and
+    ``expect`` assertions wait up to 20 s (a loaded machine answers slowly, never wrongly)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=20_000)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.add_init_script("localStorage.setItem('stalwart.pollMs', '500')")
     tab = context.new_page()
@@ -128,3 +150,109 @@ def asha(client: Client) -> Experiment:
     exp = client.create_experiment(config, CORE_API)
     completed(exp, timeout=180)
     return exp.reload()
+
+
+def sign_in(page: Page, url: str) -> None:
+    """Open the UI and sign in as admin (empty password) with the keyboard."""
+    from playwright.sync_api import expect
+
+    page.goto(url + "/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill("")
+    page.get_by_label("Password").press("Enter")
+    expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()
+
+
+def admin_headers(url: str) -> dict[str, str]:
+    """``Authorization: Bearer`` with a fresh admin token."""
+    answer = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""})
+    answer.raise_for_status()
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+@dataclass(frozen=True)
+class BigSearch:
+    """The scale test's master and experiment: ``points[trial_id]`` training ``loss`` reports."""
+
+    url: str
+    experiment_id: int
+    points: dict[int, int]
+    seed_seconds: float
+
+
+def _report(trial_id: int, steps: int) -> dict[str, Any]:
+    return {
+        "group": "training",
+        "metrics": {
+            "metrics": {"avgMetrics": {"loss": 0.2 + (trial_id % 10) * 0.05 + 500 / (500 + steps)}},
+            "trialId": trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "reportTime": "2025-01-01T00:00:00Z",
+        },
+    }
+
+
+@pytest.fixture(scope="package")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BigSearch]:
+    """A master without agents and a random search of 100 trials (created at once, never run),
+    with training ``loss`` seeded through ``POST /api/v1/trials/metrics/batch``."""
+    home = tmp_path_factory.mktemp("ui-big")
+    config = home / "master.yaml"
+    config.write_text(MASTER_CONFIG)
+    cluster = LocalCluster(home=home / "home", port=free_port(), master_config=config)
+    cluster.start_master()
+    try:
+        context = home / "context"
+        context.mkdir()
+        (context / "train.py").write_text("print('never runs: this master has no agent')\n")
+        exp_config = {
+            "name": "ui-scale",
+            "entrypoint": "python3 train.py",
+            "hyperparameters": {"lr": {"type": "log", "base": 10, "minval": -4, "maxval": 0}},
+            "searcher": {
+                "name": "random",
+                "metric": "loss",
+                "max_trials": BIG_TRIALS,
+                "max_concurrent_trials": BIG_TRIALS,
+            },
+        }
+        with Client(cluster.url, "admin", "", config_dir=home / "client", environ={}) as admin:
+            exp = admin.create_experiment(exp_config, context)
+            deadline = time.monotonic() + 60
+            while len(trials := exp.trials()) < BIG_TRIALS:
+                assert time.monotonic() < deadline, f"only {len(trials)} trials were created"
+                time.sleep(0.2)
+        trial_ids = sorted(t.id for t in trials)
+        points = {
+            t: BIG_LONG_POINTS if i < BIG_LONG_TRIALS else BIG_POINTS
+            for i, t in enumerate(trial_ids)
+        }
+        started = time.monotonic()
+        headers = admin_headers(cluster.url)
+        with httpx.Client(timeout=120) as http:
+            batch: list[dict[str, Any]] = []
+            for trial_id, count in points.items():
+                for steps in range(1, count + 1):
+                    batch.append(_report(trial_id, steps))
+                    if len(batch) == 5000:
+                        _post(http, cluster.url, headers, batch)
+                        batch = []
+            if batch:
+                _post(http, cluster.url, headers, batch)
+        seeded = time.monotonic() - started
+        print(f"\nseeded {sum(points.values())} reports in {seeded:.1f} s")
+        yield BigSearch(cluster.url, exp.id, points, seeded)
+    finally:
+        cluster.stop()
+
+
+def _post(
+    http: httpx.Client, url: str, headers: dict[str, str], batch: list[dict[str, Any]]
+) -> None:
+    answer = http.post(
+        f"{url}/api/v1/trials/metrics/batch",
+        content=json.dumps({"reports": batch}),
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text

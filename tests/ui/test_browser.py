@@ -1,8 +1,10 @@
-"""The web UI in a real browser against a real master: sign in, the experiments list, the
-experiment page with its learning curves, and pause/activate from the UI."""
+"""The web UI in a real browser against a real master: sign in, the experiments list and its
+filters, the experiment page (learning curves of any metric, scatter, trials, checkpoints), and
+pause/activate from the UI. Every wait is Playwright's auto-waiting ``expect`` (no sleeps)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,24 +13,28 @@ import httpx
 from stalwart.client import Client, Experiment
 from stalwart.local import LocalCluster
 from tests.examples.conftest import example_config
-from tests.ui.conftest import CORE_API, HPSEARCH_OVERRIDES
+from tests.ui.conftest import CORE_API, HPSEARCH_OVERRIDES, admin_headers, sign_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 
-def sign_in(page: Page, url: str) -> None:
-    """Open the UI and sign in as admin (empty password) with the keyboard."""
-    page.goto(url + "/")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill("")
-    page.get_by_label("Password").press("Enter")
-    page.get_by_role("heading", name="Experiments").wait_for()
+def validation_counts(exp: Experiment, group: str = "validation") -> dict[int, int]:
+    """Each trial's number of current reports of ``group`` (what the chart must hold)."""
+    return {t.id: sum(1 for r in t.metrics(group) if not r.archived) for t in exp.trials()}
 
 
-def validation_counts(exp: Experiment) -> dict[int, int]:
-    """Each trial's number of current validation reports (what the chart must hold)."""
-    return {t.id: sum(1 for r in t.metrics("validation") if not r.archived) for t in exp.trials()}
+def path_points(d: str) -> list[tuple[float, float]]:
+    """The points of an SVG path's ``d`` ("M1,2L3,4...")."""
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML](-?[\d.]+),(-?[\d.]+)", d)]
+
+
+def chart_paths(page: Page, selector: str) -> dict[int, str]:
+    """``data-trial-id`` -> ``d`` of each line of the chart under ``selector``."""
+    return {
+        int(str(p.get_attribute("data-trial-id"))): str(p.get_attribute("d"))
+        for p in page.locator(f"{selector} path.series").all()
+    }
 
 
 def test_sign_in_list_and_experiment_page(
@@ -36,60 +42,66 @@ def test_sign_in_list_and_experiment_page(
 ) -> None:
     """Sign in; the list shows the ASHA experiment; its page shows the trials and one chart
     line per trial holding every reported point, with a hover naming the trial."""
+    from playwright.sync_api import expect
+
     page.goto(cluster.url + "/")
-    page.get_by_role("heading", name="Sign in to Stalwart").wait_for()
+    expect(page.get_by_role("heading", name="Sign in to Stalwart")).to_be_visible()
     page.screenshot(path=artifacts / "01-sign-in.png")
     # A wrong password is refused and says so.
     page.get_by_label("Password").fill("wrong")
     page.get_by_role("button", name="Sign in").click()
-    page.get_by_role("alert").filter(has_text="Wrong username or password").wait_for()
+    expect(page.get_by_role("alert")).to_contain_text("Wrong username or password")
     sign_in(page, cluster.url)
-    token = page.evaluate("sessionStorage.getItem('stalwart.token')")
-    assert token
+    assert page.evaluate("sessionStorage.getItem('stalwart.token')")
 
     row = page.locator(f"#experiments tr[data-key='{asha.id}']")
-    row.wait_for()
-    assert row.locator("td").nth(1).inner_text() == asha.name
-    assert row.locator("td").nth(2).inner_text() == "COMPLETED"
-    assert row.locator("td").nth(4).inner_text() == "adaptive_asha"
-    assert row.locator("td").nth(5).inner_text() == "4"
-    assert row.locator("td").nth(7).inner_text() == "admin"
-    assert row.get_by_role("button", name=f"Pause experiment {asha.id}").is_disabled()
+    cells = row.locator("td")
+    expect(cells.nth(1)).to_have_text(asha.name)
+    expect(cells.nth(2)).to_have_text("COMPLETED")
+    expect(cells.nth(4)).to_have_text("adaptive_asha")
+    expect(cells.nth(5)).to_have_text("4")
+    expect(cells.nth(7)).to_have_text("admin")
+    expect(row.get_by_role("button", name=f"Pause experiment {asha.id}")).to_be_disabled()
     page.screenshot(path=artifacts / "02-experiments.png", full_page=True)
 
     row.get_by_role("link", name=asha.name).click()
     page.wait_for_url(f"**/#/experiments/{asha.id}")
-    page.locator("#trials tbody tr").nth(3).wait_for()
     expected = validation_counts(asha)
     assert len(expected) == 4
+    expect(page.locator("#trials tbody tr")).to_have_count(4)
     # The trials table: one row per trial with its hyperparameters, state and best metric.
     header = page.locator("#trials thead th").all_inner_texts()
     assert header[:2] == ["Trial", "State"]
-    assert {"batch_size", "batches", "lr"} <= set(header)
-    assert "Best loss" in header
+    assert {"batch_size", "batches", "lr", "Latest loss", "Best loss"} <= set(header)
     for trial in asha.trials():
-        cells = page.locator(f"#trials tr[data-key='{trial.id}'] td").all_inner_texts()
-        assert cells[0] == str(trial.id)
-        assert cells[1] == "COMPLETED"
-        assert cells[header.index("batch_size")] == str(trial.hparams["batch_size"])
-        float(cells[header.index("Best loss")])  # a number, not the "no value" dash
+        trial_cells = page.locator(f"#trials tr[data-key='{trial.id}'] td")
+        expect(trial_cells.nth(1)).to_have_text("COMPLETED")
+        texts = trial_cells.all_inner_texts()
+        assert texts[0] == str(trial.id)
+        assert texts[header.index("batch_size")] == str(trial.hparams["batch_size"])
+        float(texts[header.index("Best loss")])  # a number, not the "no value" dash
 
     # The chart: one path per trial, as many points as the trial reported.
     paths = page.locator("#chart path.series")
-    paths.nth(3).wait_for(state="attached")  # a one-point path has no visible extent
-    assert paths.count() == len(expected)
+    expect(paths).to_have_count(len(expected))
     drawn = {
         int(str(p.get_attribute("data-trial-id"))): int(str(p.get_attribute("data-points")))
         for p in paths.all()
     }
     assert drawn == expected
-    # Each path's "d" has one command per point.
-    for p in paths.all():
-        d = str(p.get_attribute("d"))
-        assert d.count("M") + d.count("L") == int(str(p.get_attribute("data-points")))
+    lines = chart_paths(page, "#chart")
+    for trial_id, d in lines.items():
+        assert len(path_points(d)) == expected[trial_id]
 
-    # Hover the last point of one line: the tooltip names the trial.
+    # Hover the last point of the longest line: the tooltip names a trial with a point there
+    # (lines of ASHA trials that stopped at the same batch may end on the same spot).
     trial_id = max(expected, key=lambda t: expected[t])
+    target = path_points(lines[trial_id])[-1]
+    there = {
+        t
+        for t, d in lines.items()
+        if any(abs(x - target[0]) + abs(y - target[1]) < 2 for x, y in path_points(d))
+    }
     line = page.locator(f"#chart path.series[data-trial-id='{trial_id}']")
     end: dict[str, float] = line.evaluate(
         """(path) => {
@@ -98,41 +110,155 @@ def test_sign_in_list_and_experiment_page(
             return {x: p.x * m.a + p.y * m.c + m.e, y: p.x * m.b + p.y * m.d + m.f};
         }"""
     )
-    page.mouse.move(end["x"] - 1, end["y"])
+    page.mouse.move(end["x"], end["y"])
     tooltip = page.locator("#chart .tooltip")
-    tooltip.wait_for(state="visible")
-    assert f"Trial {trial_id}" in tooltip.inner_text()
+    expect(tooltip).to_be_visible()
+    expect(tooltip).to_have_text(re.compile(r"Trial \d+"))
+    named = int(re.findall(r"Trial (\d+)", tooltip.inner_text())[0])
+    assert named in there
     page.screenshot(path=artifacts / "03-experiment.png", full_page=True)
 
     # Keyboard: focusing a legend entry highlights its line and names it.
     page.mouse.move(0, 0)
     other = min(expected)
     page.locator(f"#chart .legend button[data-trial-id='{other}']").focus()
-    assert f"Trial {other}" in tooltip.inner_text()
-    assert "focused" in str(
-        page.locator(f"#chart path.series[data-trial-id='{other}']").get_attribute("class")
+    expect(tooltip).to_contain_text(f"Trial {other} ")
+    expect(page.locator(f"#chart path.series[data-trial-id='{other}']")).to_have_class(
+        re.compile(r"\bfocused\b")
     )
 
     # The log scale redraws the same lines.
-    page.get_by_label("Log scale").check()
-    page.locator("#chart text", has_text="loss (log)").wait_for()
-    assert page.locator("#chart path.series").count() == len(expected)
+    page.get_by_label("Log scale", exact=True).check()
+    expect(page.locator("#chart text", has_text="loss (log)")).to_be_visible()
+    expect(page.locator("#chart path.series")).to_have_count(len(expected))
 
     # The theme toggle flips data-theme and says so.
     before = page.evaluate("document.documentElement.dataset.theme")
     page.locator("#theme-toggle").click()
-    after = page.evaluate("document.documentElement.dataset.theme")
-    assert {before, after} == {"light", "dark"}
-    assert (
-        page.locator("#theme-toggle").get_attribute("aria-pressed") == str(after == "dark").lower()
+    after = "dark" if before == "light" else "light"
+    expect(page.locator("html")).to_have_attribute("data-theme", after)
+    expect(page.locator("#theme-toggle")).to_have_attribute(
+        "aria-pressed", str(after == "dark").lower()
     )
     page.screenshot(path=artifacts / f"04-experiment-{after}.png", full_page=True)
+
+
+def test_any_metric_scatter_and_checkpoints(
+    page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
+) -> None:
+    """The metric picker draws training loss (every trial, every point, same as the API); the
+    scatter has a point per trial at its hyperparameter and latest value; the checkpoints table
+    lists the experiment's checkpoints; the choice survives a reload (it is in the hash)."""
+    from playwright.sync_api import expect
+
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/experiments/{asha.id}")
+    expect(page.locator("#chart path.series")).to_have_count(4)
+    page.get_by_label("Metrics", exact=True).select_option("training")
+    expect(page.locator("#curve-metric option", has_text="loss")).to_have_count(1)
+    page.get_by_label("Metric", exact=True).select_option("loss")
+    expect(page.locator("#chart-title")).to_have_text("Learning curves: training loss")
+    expected = validation_counts(asha, "training")
+    served = httpx.get(
+        f"{cluster.url}/api/v1/ui/experiments/{asha.id}/series",
+        params={"metric": "loss", "group": "training", "maxPoints": 1000},
+        headers=admin_headers(cluster.url),
+    ).json()
+    assert {s["trialId"]: s["total"] for s in served["trials"]} == expected
+    for trial_id, count in expected.items():
+        expect(page.locator(f"#chart path.series[data-trial-id='{trial_id}']")).to_have_attribute(
+            "data-points", str(count)
+        )
+    assert "group=training" in page.url
+    assert "metric=loss" in page.url
+
+    # Scatter: lr against the latest training loss, one focusable point per trial.
+    page.get_by_label("Hyperparameter", exact=True).select_option("lr")
+    points = page.locator("#scatter circle.point")
+    expect(points).to_have_count(4)
+    latest = {s["trialId"]: s["values"][-1] for s in served["trials"]}
+    hparams = {t.id: t.hparams for t in asha.trials()}
+    for trial_id, value in latest.items():
+        label = str(
+            points.and_(page.locator(f"[data-trial-id='{trial_id}']")).get_attribute("aria-label")
+        )
+        assert label.startswith(f"Trial {trial_id}: lr ")
+        x, y = (float(v) for v in re.findall(r"(?:lr|loss) (-?[\d.e+-]+)", label))
+        assert abs(x - float(hparams[trial_id]["lr"])) <= abs(x) * 1e-3
+        assert abs(y - value) <= abs(value) * 1e-3
+    points.first.focus()
+    expect(page.locator("#scatter .tooltip")).to_contain_text("Trial ")
+
+    # Checkpoints: as many rows as the API lists, each linking to its trial.
+    listed = httpx.get(
+        f"{cluster.url}/api/v1/experiments/{asha.id}/checkpoints",
+        headers=admin_headers(cluster.url),
+    ).json()["checkpoints"]
+    assert listed, "the ASHA trials save checkpoints"
+    expect(page.locator("#checkpoints tbody tr")).to_have_count(min(len(listed), 100))
+    page.screenshot(path=artifacts / "07-experiment-training-loss.png", full_page=True)
+
+    # The picked metric is in the hash: a reload shows the same chart.
+    page.reload()
+    expect(page.locator("#chart-title")).to_have_text("Learning curves: training loss")
+    expect(page.get_by_label("Metrics", exact=True)).to_have_value("training")
+
+    # Enter on a scatter point opens the trial page.
+    page.locator("#scatter circle.point").first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*#/trials/\d+$"))
+
+
+def test_list_filters_kept_in_the_hash(
+    page: Page, cluster: LocalCluster, client: Client, asha: Experiment, artifacts: Path
+) -> None:
+    """State, user, label and text filters narrow the list as the API does, and live in the URL
+    hash (a reload or a shared link keeps them)."""
+    from playwright.sync_api import expect
+
+    config = example_config(
+        CORE_API / "3_hpsearch.yaml",
+        {**HPSEARCH_OVERRIDES, "name": "ui-filter-me", "labels": ["ui-filter"]},
+    )
+    other = client.create_experiment(config, CORE_API, activate=False)
+    try:
+        sign_in(page, cluster.url)
+        rows = page.locator("#experiments tbody tr")
+        expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_be_visible()
+        page.get_by_label("State").select_option("PAUSED")
+        expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_have_count(0)
+        expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_be_visible()
+        assert "state=PAUSED" in page.url
+        page.get_by_label("State").select_option("")
+        page.get_by_label("Label").fill("ui-filter")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_have_attribute("data-key", str(other.id))
+        page.get_by_label("Label").fill("")
+        page.get_by_label("Name contains").fill(asha.name)
+        expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_have_count(0)
+        expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_be_visible()
+        page.get_by_label("User").select_option("admin")
+        expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_be_visible()
+        assert "user=admin" in page.url
+        assert "q=" in page.url
+        # A link with filters opens filtered.
+        page.goto(f"{cluster.url}/#/experiments?label=ui-filter")
+        page.reload()
+        expect(page.get_by_label("Label")).to_have_value("ui-filter")
+        expect(rows).to_have_count(1)
+        page.screenshot(path=artifacts / "08-experiments-filtered.png", full_page=True)
+        page.get_by_role("button", name="Clear filters").click()
+        expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_be_visible()
+    finally:
+        other.kill()
 
 
 def test_pause_and_activate_from_the_list(
     page: Page, cluster: LocalCluster, client: Client, asha: Experiment, artifacts: Path
 ) -> None:
     """An experiment created paused is activated, then paused, with the list's buttons."""
+    from playwright.sync_api import expect
+
     config = example_config(
         CORE_API / "3_hpsearch.yaml",
         {
@@ -149,59 +275,20 @@ def test_pause_and_activate_from_the_list(
         state = row.locator("td").nth(2)
         activate = row.get_by_role("button", name=f"Activate experiment {exp.id}")
         pause = row.get_by_role("button", name=f"Pause experiment {exp.id}")
-        page.wait_for_function(
-            f"document.querySelector(\"#experiments tr[data-key='{exp.id}'] td:nth-child(3)\")"
-            "?.textContent === 'PAUSED'"
-        )
-        assert pause.is_disabled()
+        expect(state).to_have_text("PAUSED")
+        expect(pause).to_be_disabled()
         activate.focus()
         page.keyboard.press("Enter")  # keyboard-operable
-        page.wait_for_function(
-            f"document.querySelector(\"#experiments tr[data-key='{exp.id}'] td:nth-child(3)\")"
-            "?.textContent !== 'PAUSED'"
-        )
+        expect(state).not_to_have_text("PAUSED")
         assert exp.reload().state in {"ACTIVE", "QUEUED", "RUNNING"}
         page.screenshot(path=artifacts / "05-activated.png", full_page=True)
+        expect(pause).to_be_enabled()
         pause.click()
-        page.wait_for_function(
-            f"document.querySelector(\"#experiments tr[data-key='{exp.id}'] td:nth-child(3)\")"
-            "?.textContent === 'PAUSED'"
-        )
-        assert state.inner_text() == "PAUSED"
+        expect(state).to_have_text("PAUSED")
         assert exp.reload().state == "PAUSED"
         page.screenshot(path=artifacts / "06-paused.png", full_page=True)
     finally:
         exp.kill()
-
-
-def test_series_endpoint_downsamples(cluster: LocalCluster, asha: Experiment) -> None:
-    """GET /api/v1/ui/experiments/{id}/series: every trial, capped at maxPoints each."""
-    headers = _admin_headers(cluster.url)
-    url = f"{cluster.url}/api/v1/ui/experiments/{asha.id}/series"
-    full = httpx.get(url, params={"metric": "loss"}, headers=headers).json()
-    assert {s["trialId"] for s in full["trials"]} == {t.id for t in asha.trials()}
-    for series in full["trials"]:
-        assert series["total"] == len(series["batches"]) == len(series["values"])
-        assert series["batches"] == sorted(series["batches"])
-    capped = httpx.get(url, params={"metric": "loss", "maxPoints": 3}, headers=headers).json()
-    for series in capped["trials"]:
-        assert len(series["batches"]) == min(3, series["total"])
-    bad = httpx.get(url, params={"metric": "loss", "maxPoints": 2}, headers=headers)
-    assert bad.status_code == 400
-    missing = httpx.get(
-        f"{cluster.url}/api/v1/ui/experiments/999999/series",
-        params={"metric": "loss"},
-        headers=headers,
-    )
-    assert missing.status_code == 404
-    assert httpx.get(url, params={"metric": "loss"}).status_code == 401
-
-
-def _admin_headers(url: str) -> dict[str, str]:
-    """``Authorization: Bearer`` with a fresh admin token."""
-    answer = httpx.post(f"{url}/api/v1/auth/login", json={"username": "admin", "password": ""})
-    answer.raise_for_status()
-    return {"Authorization": f"Bearer {answer.json()['token']}"}
 
 
 def test_index_and_assets_are_served(cluster: LocalCluster) -> None:
@@ -209,5 +296,17 @@ def test_index_and_assets_are_served(cluster: LocalCluster) -> None:
     index = httpx.get(cluster.url + "/")
     assert index.status_code == 200
     assert '<script type="module" src="/ui/app.js">' in index.text
-    for asset in ("app.js", "api.js", "chart.js", "style.css"):
+    for asset in (
+        "app.js",
+        "api.js",
+        "chart.js",
+        "dom.js",
+        "logs.js",
+        "style.css",
+        "pages/experiments.js",
+        "pages/experiment.js",
+        "pages/trial.js",
+        "pages/cluster.js",
+        "pages/login.js",
+    ):
         assert httpx.get(f"{cluster.url}/ui/{asset}").status_code == 200, asset

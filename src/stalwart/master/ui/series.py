@@ -1,0 +1,259 @@
+"""What the UI's charts read: metric names per group, and whole groups of a trial downsampled.
+
+Contract:
+
+- A report's metrics may nest dicts (the profiler reports ``{agent_id: {"cpu_util_simple": x}}``
+  and ``{agent_id: {uuid: {"gpu_util": x}}}``). :func:`flatten` names each numeric leaf by its
+  path joined with ``/`` (``a1/cpu_util_simple``); values that are not finite numbers are left
+  out, as the series endpoints of the trial API do.
+- :func:`metric_names` reads only the first and the last live report of each (trial, group) (two
+  index lookups each), so it stays cheap with 10,000 reports per trial; a metric that appears
+  only in the middle of a series is not listed.
+- :func:`experiment_metric_series` reads one metric of many trials in one query of two columns
+  (the database extracts the value as text; no report time, no ORM objects), which keeps a
+  chart of 100 trials x 10,000 reports to a couple of seconds on SQLite.
+- :class:`SeriesCache` keeps downsampled series per (trial, group, metric, points) with the
+  version they were read at (the trial's newest report id and report count in the group): a
+  poll of a finished search reads two index columns per trial, not its reports again.
+- :func:`trial_group_series` reads every live report of one group of one trial in step order
+  and keeps at most ``max_points`` points of each flattened metric (largest-triangle-three-
+  buckets, :func:`stalwart.master.services.metrics.downsample_lttb`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from stalwart.master.db.tables import MetricReport
+from stalwart.master.services import metrics as metrics_svc
+
+__all__ = [
+    "Downsampled",
+    "GroupSeries",
+    "SeriesCache",
+    "experiment_metric_series",
+    "flatten",
+    "flatten_paths",
+    "metric_names",
+    "to_float",
+    "trial_group_series",
+]
+
+SEPARATOR = "/"
+"""Joins the keys of a nested metric into one name."""
+
+MAX_DEPTH = 4
+"""Nesting deeper than this is ignored (the profiler nests two levels)."""
+
+
+def flatten(metrics: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """``(name, value)`` of each finite numeric leaf of ``metrics``, nested keys joined by ``/``."""
+    for path, value in flatten_paths(metrics):
+        yield SEPARATOR.join(path), value
+
+
+def flatten_paths(
+    metrics: Mapping[str, Any], prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], float]]:
+    """``(keys, value)`` of each finite numeric leaf of ``metrics`` (keys from the top)."""
+    for key, raw in metrics.items():
+        path = (*prefix, str(key))
+        if isinstance(raw, Mapping):
+            if len(path) <= MAX_DEPTH:
+                yield from flatten_paths(raw, path)
+            continue
+        value = metrics_svc.parse_metric_value(raw)
+        if value is not None and math.isfinite(value):
+            yield path, value
+
+
+def to_float(raw: Any) -> float | None:
+    """A finite float from a number or its text (what the JSON extraction answers); None for
+    anything else (NaN, infinities, strings that are not numbers, null)."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def experiment_metric_series(
+    session: Session, trial_ids: Sequence[int], group: str, metric: str
+) -> dict[int, GroupSeries]:
+    """``metric`` (a top-level key) of ``group`` for each of ``trial_ids``, in step order."""
+    out = {trial_id: GroupSeries(metric) for trial_id in trial_ids}
+    if not trial_ids:
+        return out
+    # A name with a quote or a backslash cannot go into a JSON path: read whole reports then.
+    narrow = '"' not in metric and "\\" not in metric
+    value = MetricReport.metrics[metric].as_string() if narrow else MetricReport.metrics
+    query = (
+        select(MetricReport.trial_id, MetricReport.steps_completed, value)
+        .where(
+            MetricReport.trial_id.in_(list(trial_ids)),
+            MetricReport.group == group,
+            MetricReport.archived.is_(False),
+        )
+        .order_by(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.id)
+    )
+    for trial_id, steps, raw in session.execute(query):
+        number = to_float(raw if narrow else (raw or {}).get(metric))
+        if number is not None:
+            series = out[trial_id]
+            series.batches.append(int(steps))
+            series.values.append(number)
+    return out
+
+
+def _live(trial_id: int, group: str | None = None) -> Any:
+    query = select(MetricReport.metrics).where(
+        MetricReport.trial_id == trial_id, MetricReport.archived.is_(False)
+    )
+    if group is not None:
+        query = query.where(MetricReport.group == group)
+    return query
+
+
+def _groups_of(session: Session, trial_id: int) -> list[str]:
+    query = (
+        select(MetricReport.group)
+        .where(MetricReport.trial_id == trial_id, MetricReport.archived.is_(False))
+        .distinct()
+    )
+    return sorted(session.scalars(query))
+
+
+def metric_names(session: Session, trial_ids: Iterable[int]) -> dict[str, list[str]]:
+    """Group -> sorted flattened metric names, over the trials' first and last live reports."""
+    names: dict[str, set[str]] = {}
+    for trial_id in trial_ids:
+        for group in _groups_of(session, trial_id):
+            seen = names.setdefault(group, set())
+            order = (MetricReport.steps_completed, MetricReport.id)
+            for ordering in (order, tuple(c.desc() for c in order)):
+                row = session.scalars(_live(trial_id, group).order_by(*ordering).limit(1)).first()
+                seen.update(name for name, _ in flatten(row or {}))
+    return {group: sorted(found) for group, found in sorted(names.items())}
+
+
+@dataclass
+class GroupSeries:
+    """One flattened metric of a group: every point's step and value (before downsampling)."""
+
+    name: str
+    path: tuple[str, ...] = ()
+    batches: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def downsampled(self, max_points: int) -> tuple[list[int], list[float]]:
+        """At most ``max_points`` of the points, keeping the curve's shape."""
+        pairs = [(float(b), v) for b, v in zip(self.batches, self.values, strict=True)]
+        keep = metrics_svc.downsample_lttb(pairs, max_points)
+        return [self.batches[i] for i in keep], [self.values[i] for i in keep]
+
+
+def trial_group_series(
+    session: Session, trial_id: int, group: str, only: Sequence[str] = ()
+) -> list[GroupSeries]:
+    """Each flattened metric of ``group`` of the trial (only those in ``only`` when given), in
+    step order, sorted by name."""
+    wanted = set(only)
+    query = select(MetricReport.steps_completed, MetricReport.metrics).where(
+        MetricReport.trial_id == trial_id,
+        MetricReport.group == group,
+        MetricReport.archived.is_(False),
+    )
+    out: dict[str, GroupSeries] = {}
+    for steps, metrics in session.execute(
+        query.order_by(MetricReport.steps_completed, MetricReport.id)
+    ):
+        for path, value in flatten_paths(metrics or {}):
+            name = SEPARATOR.join(path)
+            if wanted and name not in wanted:
+                continue
+            series = out.get(name)
+            if series is None:
+                series = out[name] = GroupSeries(name, path)
+            series.batches.append(int(steps))
+            series.values.append(value)
+    return [out[name] for name in sorted(out)]
+
+
+@dataclass(frozen=True)
+class Downsampled:
+    """A downsampled series and how many numeric points it was cut from."""
+
+    total: int
+    batches: list[int]
+    values: list[float]
+
+
+class SeriesCache:
+    """Least-recently-used downsampled series, valid while their trial's group is unchanged;
+    at most ``size`` series and ``max_points`` points in all (about 64 bytes a point)."""
+
+    def __init__(self, size: int = 4096, max_points: int = 1_000_000) -> None:
+        self._size = size
+        self._max_points = max_points
+        self._points = 0
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[Any, ...], tuple[tuple[int, int], Downsampled]] = (
+            OrderedDict()
+        )
+
+    def experiment(
+        self,
+        session: Session,
+        trial_ids: Sequence[int],
+        group: str,
+        metric: str,
+        max_points: int,
+    ) -> dict[int, Downsampled]:
+        """``metric`` of ``group`` per trial, at most ``max_points`` each (read when stale)."""
+        versions: dict[int, tuple[int, int]] = dict.fromkeys(trial_ids, (0, 0))
+        if trial_ids:
+            query = (
+                select(MetricReport.trial_id, func.max(MetricReport.id), func.count())
+                .where(MetricReport.trial_id.in_(list(trial_ids)), MetricReport.group == group)
+                .group_by(MetricReport.trial_id)
+            )
+            for trial_id, newest, count in session.execute(query):
+                versions[trial_id] = (int(newest or 0), int(count))
+        out: dict[int, Downsampled] = {}
+        stale: list[int] = []
+        with self._lock:
+            for trial_id in trial_ids:
+                hit = self._items.get((trial_id, group, metric, max_points))
+                if hit is not None and hit[0] == versions[trial_id]:
+                    self._items.move_to_end((trial_id, group, metric, max_points))
+                    out[trial_id] = hit[1]
+                else:
+                    stale.append(trial_id)
+        fresh = experiment_metric_series(session, stale, group, metric)
+        with self._lock:
+            for trial_id, series in fresh.items():
+                batches, values = series.downsampled(max_points)
+                item = Downsampled(len(series.batches), batches, values)
+                out[trial_id] = item
+                key = (trial_id, group, metric, max_points)
+                previous = self._items.pop(key, None)
+                if previous is not None:
+                    self._points -= len(previous[1].batches)
+                self._items[key] = (versions[trial_id], item)
+                self._points += len(batches)
+            while self._items and (
+                len(self._items) > self._size or self._points > self._max_points
+            ):
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._points -= len(dropped.batches)
+        return out
