@@ -1,0 +1,1 @@
+"""Tests of the pure pieces of ``bench/`` (the long benchmarks themselves are not run here)."""
