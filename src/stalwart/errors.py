@@ -23,6 +23,7 @@ __all__ = [
     "PayloadTooLargeError",
     "StaleImageReferencesError",
     "StalwartError",
+    "TooManyRequestsError",
     "UnauthenticatedError",
 ]
 
@@ -148,3 +149,14 @@ class PayloadTooLargeError(StalwartError):
     """A request is over a configured size limit (HTTP 413)."""
 
     code = "payload_too_large"
+
+
+class TooManyRequestsError(StalwartError):
+    """Too many attempts in a short time (HTTP 429); ``retry_after`` says how many seconds to
+    wait before trying again (sent as the ``Retry-After`` header)."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after = max(1, retry_after)

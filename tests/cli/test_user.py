@@ -74,3 +74,16 @@ def test_unreachable_master_says_what_to_do(cli: Cli) -> None:
     assert result.code == 1
     assert one_error_line(result.err).startswith("error: cannot reach the master at")
     assert "stalwart up" in result.err
+
+
+def test_revoke_sessions(cli: Cli) -> None:
+    assert cli("user", "login", "admin", "--password", "").code == 0
+    assert cli("user", "create", "cli-rita", "--password", "pw1").code == 0
+    assert cli("user", "login", "cli-rita", "--password", "pw1").code == 0
+    assert cli("user", "login", "admin", "--password", "").code == 0
+    result = cli("user", "revoke-sessions", "cli-rita")
+    assert result.code == 0, result.err
+    assert result.out.strip() == "Ended 1 session(s) of cli-rita."
+    assert (
+        cli("user", "revoke-sessions", "cli-rita").out.strip() == "Ended 0 session(s) of cli-rita."
+    )

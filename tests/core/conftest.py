@@ -153,7 +153,7 @@ def read_metrics(server: MasterServer, env: TaskEnv, group: str) -> list[dict[st
         resp = http.get(
             "/api/v1/trials/metrics/trial_metrics",
             params={"trialIds": env.trial.trial_id, "group": group},
-            headers=task_headers(env),
+            headers=login_headers(http),  # a task's token reaches only its own reporting routes
         )
     assert resp.status_code == 200, resp.text
     reports: list[dict[str, Any]] = []

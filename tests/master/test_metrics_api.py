@@ -320,10 +320,15 @@ def test_batch_ingest(client: TestClient, admin: dict[str, str]) -> None:
         batch_item(t2, r2, "validation", 20, {"loss": 0.2}),
         batch_item(t2, r2, "validation", 30, {"loss": 0.3}),
     ]
-    resp = client.post(
+    # A user who may change both trials can batch them together; a task's token only its own.
+    alien = client.post(
         "/api/v1/trials/metrics/batch",
         content=json.dumps({"reports": reports}),
         headers=task_headers(token),
+    )
+    assert alien.status_code == 403, alien.text
+    resp = client.post(
+        "/api/v1/trials/metrics/batch", content=json.dumps({"reports": reports}), headers=admin
     )
     assert resp.status_code == 200, resp.text
     assert trial_body(client, admin, t1)["totalBatchesProcessed"] == 50

@@ -131,6 +131,13 @@ def change_password(
     out().print(f"Changed the password of {target}.", markup=False)
 
 
+@app.command("revoke-sessions")
+def revoke_sessions(username: Annotated[str, typer.Argument(help="The user.")]) -> None:
+    """End every session of a user: all their tokens stop working (admins, or yourself)."""
+    ended = client().revoke_sessions(username)
+    out().print(f"Ended {ended} session(s) of {username}.", markup=False)
+
+
 @app.command("activate")
 def activate(username: Annotated[str, typer.Argument(help="The user.")]) -> None:
     """Let a user log in again (admins only)."""

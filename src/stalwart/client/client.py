@@ -202,6 +202,13 @@ class Client:
         data = self._session.request("PATCH", f"/api/v1/users/{user_id}", body={"active": active})
         return UserResponse.model_validate(data).user
 
+    def revoke_sessions(self, username: str) -> int:
+        """End every session of ``username`` (admins, or users for themselves): all of the
+        user's tokens stop working. How many sessions ended."""
+        user_id = self._user_id(username)
+        data = self._session.request("DELETE", f"/api/v1/users/{user_id}/sessions")
+        return int((data or {}).get("revoked", 0))
+
     def activate_user(self, username: str) -> V1User:
         """Let ``username`` log in again (admins only)."""
         return self._set_active(username, True)

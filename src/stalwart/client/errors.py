@@ -21,6 +21,7 @@ from stalwart.errors import (
     NotFoundError,
     PayloadTooLargeError,
     StalwartError,
+    TooManyRequestsError,
     UnauthenticatedError,
 )
 
@@ -119,6 +120,8 @@ def error_from_body(
             reason = _BY_GRPC.get(code) if isinstance(code, int) else None
     reason = reason or _BY_STATUS.get(status)
     message = message or fallback
+    if status == 429:  # e.g. too many failed logins: the message says how long to wait
+        return TooManyRequestsError(message, retry_after=1)
     cls = _BY_REASON.get(reason or "")
     if cls is None:
         return MasterError(

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
 from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep
 from stalwart.master.api.models.checkpoints import (
     CheckpointsResponse,
@@ -79,6 +80,8 @@ def delete_checkpoints(
 ) -> Empty:
     """Mark checkpoints DELETED. Their files stay in storage until the checkpoint-GC task
     (a later issue) removes them."""
+    if caller.allocation_id is None:
+        policy.require_change_checkpoints(session, caller.user, body.checkpoint_uuids)
     service.delete_checkpoints(
         session, body.checkpoint_uuids, caller_allocation_id=caller.allocation_id
     )
@@ -92,6 +95,8 @@ def patch_checkpoints(
 ) -> Empty:
     """Record the files left after a (partial) deletion; ``Checkpoint.delete`` in the Core
     API and checkpoint GC send it. An empty resources map means DELETED."""
+    if caller.allocation_id is None:
+        policy.require_change_checkpoints(session, caller.user, [p.uuid for p in body.checkpoints])
     for patch in body.checkpoints:
         service.patch_checkpoint_resources(
             session,

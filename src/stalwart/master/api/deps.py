@@ -7,12 +7,15 @@ Credentials, in the order they are looked at (wire doc 1.4):
 2. ``Authorization: Bearer <token>``: a user session;
 3. the ``auth`` cookie: a user session.
 
-Only ``/info`` and login are reachable without credentials.
+Only ``/info`` and login are reachable without credentials. Every authenticated request also
+passes :mod:`stalwart.master.policy` (allocation-token scope, workspace roles), here, so that no
+route needs checks of its own for the resources its path names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -22,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import ForbiddenError, UnauthenticatedError
+from stalwart.master import policy
 from stalwart.master.db.tables import Allocation, Task, User, UserSession, utcnow
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.state import MasterState, Notifier
@@ -31,6 +35,7 @@ __all__ = [
     "CallerDep",
     "SessionDep",
     "StateDep",
+    "endpoint_name",
     "get_caller",
     "get_session",
     "get_state",
@@ -75,33 +80,72 @@ def _bearer(value: str | None) -> str | None:
     return None
 
 
+def endpoint_name(request: Request) -> str | None:
+    """``module.function`` of the route serving ``request`` (None outside a route)."""
+    route = request.scope.get("route")
+    endpoint = getattr(route, "endpoint", None)
+    if endpoint is None:
+        return None
+    return f"{endpoint.__module__}.{endpoint.__name__}"
+
+
+def _allocation_caller(request: Request, session: Session, token: str) -> Caller:
+    allocation = session.scalar(
+        select(Allocation).where(Allocation.token_sha256 == token_sha256(token))
+    )
+    if allocation is None:
+        raise UnauthenticatedError("invalid allocation token")
+    task = session.get(Task, allocation.task_id)
+    owner = session.get(User, task.owner_id) if task and task.owner_id else None
+    if task is None or owner is None:
+        raise UnauthenticatedError("the allocation has no owner")
+    if not owner.active:
+        raise UnauthenticatedError(
+            f"the owner of allocation {allocation.id}, user {owner.username}, is not active"
+        )
+    policy.authorize_allocation_request(
+        session, allocation, task, endpoint_name(request), request.path_params
+    )
+    return Caller(owner, allocation_id=allocation.id)
+
+
 def get_caller(request: Request, session: SessionDep) -> Caller:
-    """Authenticate the request or raise UnauthenticatedError (401)."""
+    """Authenticate the request and apply :mod:`stalwart.master.policy` to it.
+
+    401 without valid credentials (none, unknown, revoked, or older than
+    ``security.token_lifetime``); 403 for an inactive user or when the policy refuses.
+    """
     alloc_token = _bearer(request.headers.get("grpc-metadata-x-allocation-token"))
     if alloc_token:
-        allocation = session.scalar(
-            select(Allocation).where(Allocation.token_sha256 == token_sha256(alloc_token))
-        )
-        if allocation is None:
-            raise UnauthenticatedError("invalid allocation token")
-        task = session.get(Task, allocation.task_id)
-        owner = session.get(User, task.owner_id) if task and task.owner_id else None
-        if owner is None:
-            raise UnauthenticatedError("the allocation has no owner")
-        return Caller(owner, allocation_id=allocation.id)
+        return _allocation_caller(request, session, alloc_token)
     token = _bearer(request.headers.get("authorization")) or request.cookies.get("auth")
     if not token:
-        raise UnauthenticatedError("no credentials: log in first (`stalwart user login`)")
+        raise UnauthenticatedError(
+            "no credentials: log in first (`stalwart user login` or `det user login`)"
+        )
     found = session.scalar(
         select(UserSession).where(UserSession.token_sha256 == token_sha256(token))
     )
-    if found is None or found.expires_at <= utcnow():
-        raise UnauthenticatedError("invalid or expired session token: log in again")
+    now = utcnow()
+    state: MasterState = request.app.state.master
+    lifetime = dt.timedelta(seconds=state.settings.security.token_lifetime)
+    if found is None or found.expires_at <= now or found.created_at + lifetime <= now:
+        raise UnauthenticatedError(
+            "invalid, expired or revoked session token: log in again "
+            "(`stalwart user login` or `det user login`)"
+        )
     user = session.get(User, found.user_id)
     if user is None:
         raise UnauthenticatedError("invalid session token: log in again")
     if not user.active:
         raise ForbiddenError("user is not active")
+    policy.authorize_user_request(
+        session,
+        user,
+        request.method,
+        request.path_params,
+        request.query_params.getlist("trialIds"),
+    )
     return Caller(user, session_id=found.id)
 
 

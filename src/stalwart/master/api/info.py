@@ -10,6 +10,7 @@ from pydantic import Field
 from stalwart import __version__
 from stalwart.master.api.deps import Caller, StateDep, get_caller, require_admin
 from stalwart.master.api.models.common import WireModel
+from stalwart.master.redact import redact_config
 
 __all__ = ["info_router", "router"]
 
@@ -85,4 +86,4 @@ def get_master_config(
     data = state.settings.model_dump(mode="json")
     data.get("security", {}).pop("initial_user_password", None)
     data["checkpoint_storage"] = state.settings.default_checkpoint_storage
-    return MasterConfigResponse(config=data)
+    return MasterConfigResponse(config=redact_config(data))

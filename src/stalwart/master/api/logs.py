@@ -6,11 +6,13 @@ Streams are HTTP/1.1 chunked NDJSON: one ``{"result": ...}`` object per line and
 ``{"error": ...}`` line. Each streaming route validates its request with the request's session,
 closes that session, and then reads the database in pages from worker threads, so a follower
 holds no connection while it waits. The master's own log comes from its in-memory ring
-(:mod:`stalwart.master.logring`), not from the database.
+(:mod:`stalwart.master.logring`), not from the database. Served trial and task lines have the
+secrets of their experiment and the task's allocation tokens masked (:mod:`stalwart.master.redact`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from functools import partial
@@ -18,6 +20,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import (
@@ -26,6 +29,7 @@ from stalwart.errors import (
     PayloadTooLargeError,
     StalwartError,
 )
+from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.errors import status_of
 from stalwart.master.api.models.common import Empty, WireModel
@@ -39,8 +43,9 @@ from stalwart.master.api.models.logs import (
     task_log_to_wire,
     trial_log_to_wire,
 )
-from stalwart.master.db.tables import Task, Trial
+from stalwart.master.db.tables import Allocation, Container, Experiment, Task, Trial
 from stalwart.master.logring import LogEntry, LogRing
+from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState, task_logs_key
 
@@ -69,6 +74,8 @@ def post_task_logs(
             f"{len(body.logs)} log lines in one request is over the limit of {limit} "
             "(limits.max_log_batch)"
         )
+    if caller.allocation_id is None:
+        policy.require_change_tasks(session, caller.user, [e.task_id for e in body.logs])
     task_ids = service.ingest_logs(
         session,
         [entry.to_new_log() for entry in body.logs],
@@ -170,7 +177,35 @@ def _logs_response(
         descending=descending,
         follow=follow,
     )
+    secrets = _task_secrets(state, task_id)
+    if secrets:
+        plain = render
+
+        def render(record: service.LogRecord) -> WireModel:
+            return plain(dataclasses.replace(record, log=redact_text(record.log, secrets)))
+
     return _stream(_ndjson(records, render))
+
+
+def _task_secrets(state: MasterState, task_id: str) -> list[str]:
+    """What must not appear in the task's served log lines (:mod:`stalwart.master.redact`):
+    the secrets of its experiment's config and its allocations' tokens."""
+    with state.sessions() as session:
+        task = session.get(Task, task_id)
+        experiment = (
+            session.get(Experiment, task.experiment_id)
+            if task is not None and task.experiment_id is not None
+            else None
+        )
+        found = collect_secrets(experiment.config) if experiment is not None else []
+        specs = session.scalars(
+            select(Container.spec)
+            .join(Allocation, Allocation.id == Container.allocation_id)
+            .where(Allocation.task_id == task_id)
+        )
+        tokens = {spec.get("token") for spec in specs if isinstance(spec, dict)}
+    found.extend(t for t in tokens if isinstance(t, str) and t)
+    return sorted(set(found), key=len, reverse=True)
 
 
 @router.get("/trials/{trial_id}/logs")

@@ -50,6 +50,7 @@ __all__ = [
     "User",
     "UserSession",
     "Workspace",
+    "WorkspaceRole",
     "utcnow",
 ]
 
@@ -149,6 +150,22 @@ class Workspace(Base):
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    default_role: Mapped[str | None] = mapped_column(String(16))
+    """The role of users without an assignment here (:mod:`stalwart.master.policy`); None is
+    ``member``."""
+
+
+class WorkspaceRole(Base):
+    """A user's role in a workspace (``viewer``, ``member``, ``editor`` or ``admin``)."""
+
+    __tablename__ = "workspace_roles"
+    __table_args__ = (UniqueConstraint("workspace_id", "user_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16))
 
 
 class Project(Base):

@@ -1,8 +1,16 @@
-"""Login sessions: checking passwords, issuing and revoking session tokens."""
+"""Login sessions: checking passwords, issuing and revoking session tokens.
+
+A token is 32 random bytes (URL-safe base64); only its SHA-256 is stored. A session ends when
+it is older than ``security.token_lifetime`` (checked on every request, so shortening the
+setting applies to tokens already issued), when its user logs out, when an admin (or the user)
+revokes the user's sessions, and when the user is deactivated or their password changes
+(:mod:`stalwart.master.services.users`).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import secrets
 
@@ -11,9 +19,14 @@ from sqlalchemy.orm import Session
 
 from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master.db.tables import User, UserSession, utcnow
-from stalwart.master.services.passwords import client_hash, verify_password
+from stalwart.master.services.passwords import (
+    client_hash,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
 
-__all__ = ["login", "logout", "token_sha256"]
+__all__ = ["login", "logout", "revoke_sessions", "token_sha256"]
 
 
 def token_sha256(token: str) -> str:
@@ -21,20 +34,30 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@functools.cache
+def _dummy_hash() -> str | None:
+    return hash_password(client_hash(secrets.token_hex(16)))
+
+
 def login(
-    session: Session, username: str, password: str, *, is_hashed: bool, session_hours: int
+    session: Session, username: str, password: str, *, is_hashed: bool, lifetime: float
 ) -> tuple[str, User]:
-    """Check the credentials and open a session; returns ``(token, user)``.
+    """Check the credentials and open a session of ``lifetime`` seconds; ``(token, user)``.
 
     Unknown users and wrong passwords are the same 401 ("invalid credentials"); an inactive
-    user is 403 "user is not active" (the official client and e2e tests match that text).
+    user is 403 "user is not active" (the official client and e2e tests match that text). A
+    stored hash made with older or weaker parameters is replaced by a current one.
     """
     user = session.scalar(select(User).where(User.username == username))
     hashed = password if is_hashed else client_hash(password)
-    if user is None or not verify_password(hashed, user.password_hash):
+    # An unknown user costs the same scrypt as a known one: the timing does not tell them apart.
+    stored = user.password_hash if user is not None else _dummy_hash()
+    if not verify_password(hashed, stored) or user is None:
         raise UnauthenticatedError("invalid credentials")
     if not user.active:
         raise ForbiddenError("user is not active")
+    if user.password_hash is not None and needs_rehash(user.password_hash):
+        user.password_hash = hash_password(hashed)
     token = secrets.token_urlsafe(32)
     now = utcnow()
     session.add(
@@ -42,7 +65,7 @@ def login(
             user_id=user.id,
             token_sha256=token_sha256(token),
             created_at=now,
-            expires_at=now + dt.timedelta(hours=session_hours),
+            expires_at=now + dt.timedelta(seconds=lifetime),
         )
     )
     user.last_auth_at = now
@@ -55,3 +78,10 @@ def logout(session: Session, session_id: int | None) -> None:
     if session_id is not None:
         session.execute(delete(UserSession).where(UserSession.id == session_id))
         session.commit()
+
+
+def revoke_sessions(session: Session, user_id: int) -> int:
+    """End every session of user ``user_id`` (all their tokens answer 401); how many ended."""
+    result = session.execute(delete(UserSession).where(UserSession.user_id == user_id))
+    session.commit()
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -5,7 +5,7 @@ Idempotent: running it again changes nothing (existing users keep their password
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.tables import Project, User, Workspace
@@ -34,4 +34,15 @@ def bootstrap(session: Session, initial_password: str) -> None:
         session.flush()
     if session.get(Project, 1) is None:
         session.add(Project(id=1, name="Uncategorized", workspace_id=1, immutable=True))
+        session.flush()
+    if session.get_bind().dialect.name == "postgresql":
+        # Rows inserted with explicit ids do not advance PostgreSQL's sequences: move them past
+        # the highest id so that the next workspace or project does not collide with id 1.
+        for table in ("workspaces", "projects"):
+            session.execute(
+                text(
+                    f"select setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(select max(id) from {table}))"
+                )
+            )
     session.commit()

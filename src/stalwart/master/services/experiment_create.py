@@ -30,6 +30,7 @@ from stalwart.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from stalwart.master import policy
 from stalwart.master.db.tables import Experiment, Project, User, utcnow
 from stalwart.master.services.model_def import build_archive, extract_archive
 from stalwart.master.services.petnames import petname
@@ -140,11 +141,13 @@ def create_experiment(
     parent_id: int | None = None,
     validate_only: bool = False,
 ) -> CreatedExperiment:
-    """Validate and store a new experiment (ACTIVE if ``activate``, else PAUSED)."""
+    """Validate and store a new experiment (ACTIVE if ``activate``, else PAUSED); the owner
+    needs a member role or more in the project's workspace (:mod:`stalwart.master.policy`)."""
     archive = build_archive(model_definition, max_bytes=settings.limits.max_model_definition_bytes)
     project = session.get(Project, project_id or 1)
     if project is None:
         raise NotFoundError(f"project {project_id} not found")
+    policy.require_create_in_project(session, owner, project.id)
     config, notices = defaulted_config(config_text, settings, archive=archive)
     resources = cast(dict[str, Any], config.get("resources", {}))
     experiment = Experiment(

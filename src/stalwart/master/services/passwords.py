@@ -2,8 +2,10 @@
 
 The official client sends ``sha512(CLIENT_SALT + password)`` (``""`` stays ``""``) with
 ``isHashed: true``; a plain password (``isHashed: false``) is hashed the same way first. What is
-stored is scrypt of that hex string with a random salt. An empty password matches only a user
-whose stored hash is NULL (Determined's rule).
+stored is scrypt of that hex string with a random 16-byte salt (``scrypt$N$r$p$salt$digest``),
+compared in constant time. A stored hash made with other parameters still verifies, and
+:func:`needs_rehash` tells login to replace it with a current one. An empty password matches
+only a user whose stored hash is NULL (Determined's rule).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hashlib
 import hmac
 import secrets
 
-__all__ = ["client_hash", "hash_password", "verify_password"]
+__all__ = ["client_hash", "hash_password", "needs_rehash", "verify_password"]
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"  # part of Determined's wire protocol
 _N, _R, _P = 2**14, 8, 1
@@ -55,3 +57,11 @@ def verify_password(hashed: str, stored: str | None) -> bool:
         hashed.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r), p=int(p), dklen=32
     )
     return hmac.compare_digest(got, base64.b64decode(digest))
+
+
+def needs_rehash(stored: str) -> bool:
+    """Whether ``stored`` (a valid scrypt hash) uses parameters other than the current ones."""
+    parts = stored.split("$")
+    if len(parts) != 6 or parts[0] != "scrypt":
+        return False  # not a password hash (e.g. a remote user's marker): leave it
+    return parts[1:4] != [str(_N), str(_R), str(_P)]

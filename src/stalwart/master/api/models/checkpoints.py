@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
+from stalwart.master.redact import redact_config
 from stalwart.master.services.checkpoints import CheckpointView, MetricsAt
 
 __all__ = [
@@ -142,7 +143,7 @@ def checkpoint_to_wire(view: CheckpointView) -> V1Checkpoint:
         training = V1CheckpointTrainingMetadata(
             trial_id=view.trial_id,
             experiment_id=view.experiment_id,
-            experiment_config=view.experiment_config,
+            experiment_config=redact_config(view.experiment_config),
             hparams=view.hparams,
             training_metrics=_metrics(view.training),
             validation_metrics=_metrics(view.validation),

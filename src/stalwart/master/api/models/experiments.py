@@ -9,6 +9,7 @@ from pydantic import Field
 
 from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
 from stalwart.master.db.tables import Experiment
+from stalwart.master.redact import redact_config, redact_yaml
 
 __all__ = [
     "BestSearcherValidationMetricResponse",
@@ -123,7 +124,7 @@ def experiment_to_wire(
     ``state`` overrides the stored state (the list and get endpoints report an ACTIVE
     experiment as QUEUED, PULLING, STARTING or RUNNING, as Determined does).
     """
-    config = exp.config if isinstance(exp.config, dict) else {}
+    config = redact_config(exp.config) if isinstance(exp.config, dict) else {}
     searcher = config.get("searcher") or {}
     return V1Experiment(
         id=exp.id,
@@ -133,7 +134,7 @@ def experiment_to_wire(
         config=config,
         job_id=exp.job_id,
         num_trials=num_trials,
-        original_config=exp.original_config,
+        original_config=redact_yaml(exp.original_config),
         project_id=exp.project_id,
         project_owner_id=project_owner_id,
         searcher_type=exp.searcher_type,
