@@ -87,8 +87,10 @@ def test_a_failing_block_leaves_nothing(master: MasterServer, trial_env: TaskEnv
             save_half(ctx)
         _, where, uuid = str(info.value).split("|")
         assert not Path(where).exists()
-    with master.state.sessions() as session:
-        assert session.get(Checkpoint, uuid) is None
+    with master.state.sessions() as session:  # reported as failed: ERROR, no files
+        failed = session.get(Checkpoint, uuid)
+        assert failed is not None
+        assert (failed.state, failed.resources) == ("ERROR", {})
 
 
 def test_upload_download_delete(master: MasterServer, trial_env: TaskEnv, tmp_path: Path) -> None:

@@ -106,6 +106,8 @@ def test_failures_register_nothing(master: MasterServer, s3: S3Server) -> None:
             ctx.checkpoint.store_path({"steps_completed": 2}) as (_, failed),
         ):
             pass
-    with master.state.sessions() as session:
-        assert session.get(Checkpoint, uuid) is None
-        assert session.get(Checkpoint, failed) is None
+    with master.state.sessions() as session:  # reported as failed: ERROR, no files
+        for storage_id in (uuid, failed):
+            row = session.get(Checkpoint, storage_id)
+            assert row is not None
+            assert (row.state, row.resources) == ("ERROR", {})

@@ -13,6 +13,10 @@ Contract (wire doc 3.2):
 - The decoded content may not exceed :data:`MAX_CONTEXT_BYTES` (Determined's client limit,
   about 95 MiB): PayloadTooLargeError, naming the largest files.
 - Entries come in a stable order (sorted walk), so the same directory packs the same way.
+- A symbolic link (to a file or a directory) that resolves outside its context directory (or
+  outside the included directory it is in) is an InvalidArgumentError naming the link, unless an
+  ignore file leaves it out: a model definition carries only what is under its root. Links
+  inside are packed as what they point to; dangling links are skipped.
 """
 
 from __future__ import annotations
@@ -77,15 +81,30 @@ def _entry(path: Path, rel: str, *, is_dir: bool) -> ContextFile:
     return ContextFile(rel, is_dir, info.st_mode, int(info.st_mtime), content)
 
 
+def _check_link(path: Path, root: Path, rel: str) -> None:
+    """InvalidArgumentError when ``path`` is a link resolving outside ``root`` (resolved)."""
+    if not path.is_symlink():
+        return
+    target = path.resolve()
+    if target.exists() and target != root and root not in target.parents:
+        raise InvalidArgumentError(
+            f"model definition: {rel} is a link to {target}, outside the context directory {root}",
+            hint="copy what it points to into the context, or leave the link out with a "
+            ".stalwartignore (gitignore syntax)",
+        )
+
+
 def _walk(root: Path, prefix: str) -> Iterator[ContextFile]:
     """Entries under ``root``, their paths prefixed by ``prefix`` (``""`` or ``"name/"``)."""
     rules = _rules(root)
+    real_root = root.resolve()
     for current, dirs, files in os.walk(root):
         base = Path(current).relative_to(root).as_posix()
         base = "" if base == "." else base + "/"
         kept_dirs = []
         for name in sorted(dirs):
             if not rules.ignored(base + name, is_dir=True):
+                _check_link(Path(current) / name, real_root, prefix + base + name)
                 kept_dirs.append(name)
                 yield _entry(Path(current) / name, prefix + base + name, is_dir=True)
         dirs[:] = kept_dirs
@@ -94,6 +113,7 @@ def _walk(root: Path, prefix: str) -> Iterator[ContextFile]:
             if (not base and name in IGNORE_FILES) or rules.ignored(rel, is_dir=False):
                 continue
             full = Path(current) / name
+            _check_link(full, real_root, prefix + rel)
             try:
                 regular = stat.S_ISREG(full.stat().st_mode)
             except OSError:

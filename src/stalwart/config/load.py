@@ -61,8 +61,14 @@ class LoadedExperiment:
 def merge_experiment_layers(
     experiment: Mapping[str, Any], defaults: DefaultsLayers | None = None
 ) -> dict[str, Any]:
-    """Merge the experiment over its defaults layers (first non-null wins), still raw."""
+    """Merge the experiment over its defaults layers (first non-null wins), still raw.
+
+    Raises ConfigError when the experiment or the template is not a mapping.
+    """
     d = defaults or DefaultsLayers()
+    for name, layer in (("<config>", experiment), ("<template>", d.template)):
+        if layer is not None and not isinstance(layer, Mapping):
+            raise ConfigError(name, [f"{name}: must be a mapping of experiment settings"])
     slots = _slots_per_trial(experiment, d.template)
     gpu = not isinstance(slots, int) or slots > 0
     storage = {"checkpoint_storage": dict(d.checkpoint_storage)} if d.checkpoint_storage else None

@@ -102,11 +102,17 @@ def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
         raise ConfigError(source, [f"YAML syntax error at {where}: {exc.problem}"]) from exc
+    except yaml.reader.ReaderError as exc:
+        raise ConfigError(source, [_reader_problem(text, exc)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(source, [f"YAML error: {exc}"]) from exc
     nodes = [n for n in nodes if n is not None]
     if len(nodes) > 1:
-        raise ConfigError(source, ["holds several YAML documents (---); use one per file"])
+        line = nodes[1].start_mark.line + 1
+        raise ConfigError(
+            source,
+            [f"line {line}: holds several YAML documents (the second starts here); keep one"],
+        )
     if not nodes:
         return ParsedDocument(source, {}, LineMap())
     lines: dict[DataPath, int] = {}
@@ -116,6 +122,18 @@ def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
         raise ConfigError(source, problems)
     data = _json_like(yaml.safe_load(text))
     return ParsedDocument(source, {} if data is None else data, LineMap(lines))
+
+
+def _reader_problem(text: str, exc: yaml.reader.ReaderError) -> str:
+    """A character YAML does not allow (a control character), with its line and column."""
+    before = text[: exc.position]
+    line = before.count("\n") + 1
+    column = exc.position - (before.rfind("\n") + 1) + 1
+    character = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1])
+    return (
+        f"YAML error at line {line}, column {column}: character U+{character:04X} is not "
+        "allowed in YAML; remove it or write it as an escape in a double-quoted string"
+    )
 
 
 def _json_like(value: Any) -> Any:

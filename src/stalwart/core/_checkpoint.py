@@ -17,6 +17,12 @@ Contract:
   reports nothing, so a partial checkpoint is never registered. The report is idempotent on the
   UUID, so a retry after a master restart is safe. If the ``store_path`` block raises, its
   directory is removed and nothing is uploaded or reported.
+- A storage failure of an unsharded ``store_path`` or ``upload`` (an ``OSError`` such as a full
+  disk, ``ENOSPC``, or a :class:`~stalwart.storage.StorageError`, in the block or after it)
+  fails the checkpoint: what was stored of it is removed, the trial's log gets an error line
+  naming the checkpoint, the storage and what to do, the master is told the checkpoint is
+  ``STATE_ERROR`` (no files; best effort, it never moves the trial's latest checkpoint), and the
+  exception goes on to the caller.
 - Without ``shard``, only the chief (rank 0) saves (:class:`RuntimeError` elsewhere).
 - With ``shard=True`` (Determined's sharded checkpoints) ``store_path``/``upload`` are collective:
   every rank calls them, in step. The chief picks the storage id and every rank gets it. Each
@@ -47,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import enum
+import errno
 import json
 import logging
 import os
@@ -67,6 +74,7 @@ from stalwart.storage import (
     Progress,
     Selector,
     StorageBackend,
+    StorageError,
     list_local_resources,
 )
 from stalwart.storage.fs import select
@@ -214,6 +222,35 @@ def _conflict_error(storage_id: str, what: str, conflicts: Mapping[str, list[int
     return RuntimeError(f"refusing to store sharded checkpoint {storage_id}: {what}:{lines}")
 
 
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an exception in its cause chain says the storage is full."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _failure_line(storage_id: str, storage: StorageBackend, exc: BaseException) -> str:
+    """The trial-log line of a failed checkpoint: which, where, why, what to do."""
+    if _disk_full(exc):
+        advice = (
+            "the checkpoint storage is full: free space there, point checkpoint_storage at a "
+            "larger one, or keep fewer checkpoints (save_trial_latest, save_experiment_best)"
+        )
+    else:
+        advice = "check that the checkpoint storage is reachable and writable"
+    return (
+        f"checkpoint {storage_id} FAILED, nothing of it was kept ({storage}): "
+        f"{type(exc).__name__}: {exc}; {advice}"
+    )
+
+
 def _write_metadata(path: Path, metadata: dict[str, Any]) -> None:
     (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2), encoding="utf-8")
 
@@ -285,6 +322,20 @@ class _Checkpoints:
     def _deleted(self, storage_id: str, resources: dict[str, int]) -> None:
         raise NotImplementedError
 
+    def _report_failed(self, storage_id: str, metadata: dict[str, Any]) -> None:
+        """Tell whoever keeps the checkpoint list that ``storage_id`` failed (best effort)."""
+
+    @contextlib.contextmanager
+    def _failing(self, storage_id: str, metadata: dict[str, Any]) -> Iterator[None]:
+        """A storage failure inside fails the checkpoint (module contract) and goes on."""
+        try:
+            yield
+        except (OSError, StorageError) as exc:
+            self._remove_quietly(storage_id)
+            logger.error(_failure_line(storage_id, self._storage, exc))
+            self._report_failed(storage_id, metadata)
+            raise
+
     def _chief_only(self, what: str) -> None:
         if self._dist.rank != 0:
             raise RuntimeError(
@@ -316,16 +367,17 @@ class _Checkpoints:
         checked = _checked_metadata(metadata)
         self._chief_only("store_path")
         storage_id = str(uuid.uuid4())
-        if isinstance(self._storage, LocalPaths):
-            with self._storage.store_path(storage_id) as path:
-                yield path, storage_id
-            _write_metadata(path, checked)
-            self._report(storage_id, list_local_resources(path), checked)
-            return
-        with _staging("store", storage_id) as path:
-            yield path, storage_id
-            _write_metadata(path, checked)
-            resources = self._upload(path, storage_id, None)
+        with self._failing(storage_id, checked):
+            if isinstance(self._storage, LocalPaths):
+                with self._storage.store_path(storage_id) as path:
+                    yield path, storage_id
+                    _write_metadata(path, checked)
+                    resources = list_local_resources(path)
+            else:
+                with _staging("store", storage_id) as path:
+                    yield path, storage_id
+                    _write_metadata(path, checked)
+                    resources = self._upload(path, storage_id, None)
         self._report(storage_id, resources, checked)
 
     @contextlib.contextmanager
@@ -377,8 +429,9 @@ class _Checkpoints:
         if not src.is_dir():
             raise FileNotFoundError(f"checkpoint directory {src} does not exist")
         storage_id = str(uuid.uuid4())
-        resources = self._upload(src, storage_id, selector)
-        resources |= self._upload_metadata(storage_id, checked)
+        with self._failing(storage_id, checked):
+            resources = self._upload(src, storage_id, selector)
+            resources |= self._upload_metadata(storage_id, checked)
         self._report(storage_id, dict(sorted(resources.items())), checked)
         return storage_id
 
@@ -685,6 +738,25 @@ class CheckpointContext(_Checkpoints):
             },
         )
         logger.info("Reported checkpoint to master %s", storage_id)
+
+    def _report_failed(self, storage_id: str, metadata: dict[str, Any]) -> None:
+        try:
+            self._session.post(
+                "/api/v1/checkpoints",
+                {
+                    "uuid": storage_id,
+                    "state": "STATE_ERROR",
+                    "metadata": metadata,
+                    "resources": {},
+                    "training": {},
+                    "taskId": self._task_id,
+                    "allocationId": self._allocation_id,
+                    "reportTime": dt.datetime.now(dt.UTC).isoformat(),
+                    "storageId": self._storage_backend_id,
+                },
+            )
+        except Exception as exc:  # the storage failure is what the caller must see
+            logger.warning("could not tell the master checkpoint %s failed: %s", storage_id, exc)
 
     def _deleted(self, storage_id: str, resources: dict[str, int]) -> None:
         left = {k: str(v) for k, v in resources.items()}

@@ -7,8 +7,9 @@ Contract:
 - Connection, read and protocol errors and HTTP 502/503/504 are retried with capped exponential
   backoff until the request's deadline (:class:`RetryPolicy`, default five minutes: the master
   may be restarting). Every method is retried, so a request the master did apply may be sent
-  again: the callers' requests are idempotent (checkpoint reports, progress, acks) or tolerate a
-  duplicate (a metrics report).
+  again: the callers' requests are idempotent (checkpoint reports, progress, acks), and a
+  retry carries :data:`RETRY_HEADER`, with which the master stores a metrics batch's reports
+  only where they are not stored yet (so a batch whose answer was lost is stored once).
 - Any other status >= 400 raises at once: the :mod:`stalwart.errors` class of the status
   (400 :class:`InvalidArgumentError` or :class:`FailedPreconditionError`, 401, 403, 404, 409,
   413) or :class:`MasterAPIError`, with the master's message. A deadline that passes raises
@@ -51,6 +52,11 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 """Statuses a proxy or a restarting master answers: retried like a refused connection."""
 
 _RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+RETRY_HEADER = "X-Stalwart-Retry"
+"""Sent with every retry of a request (its value: the attempt, from 1). The master stores a
+retried metrics batch only where it is not stored already (an earlier attempt may have been
+stored and its answer lost)."""
 
 
 class MasterAPIError(errors.StalwartError):
@@ -227,12 +233,14 @@ class Session:
         """
         if body is not None:
             content = dumps(jsonable(body, "request body"))
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else {}
         give_up = time.monotonic() + self.retry.deadline_s if deadline is None else deadline
         attempt = 0
         while True:
             if self._closed.is_set():
                 raise SessionClosedError(f"{method} {path}: the session is closed")
+            if attempt:  # the master may have done an earlier attempt whose answer was lost
+                headers[RETRY_HEADER] = str(attempt)
             try:
                 resp = self._client.request(
                     method,

@@ -6,7 +6,9 @@ Body (Determined's grpc-gateway shape, plus a top-level ``message`` the client r
 A database error that a retry can cure (the connection was lost or terminated, the server is
 shutting down, a serialization failure or deadlock, SQLite busy) is 503 ``Unavailable``: the
 Core API client and the agent retry 503, and the pool (``pool_pre_ping``) has already dropped
-the dead connection. Other database errors are 500 in the same shape.
+the dead connection. A value the database cannot hold (a number past its integer range: SQLite's
+``OverflowError``, PostgreSQL's data exceptions, SQLSTATE class 22) came from the request: 400
+``InvalidArgument``. Other database errors are 500 in the same shape.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from stalwart import errors
@@ -27,6 +30,15 @@ _TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
 """PostgreSQL error classes a retry can cure: connection exception, transaction rollback
 (serialization failure, deadlock), insufficient resources, operator intervention (terminated
 backend, server shutdown)."""
+
+_DATA_EXCEPTION_SQLSTATE_CLASS = "22"
+"""PostgreSQL's data exceptions (numeric value out of range, invalid text representation...):
+a value from the request that the column cannot hold."""
+
+_OUT_OF_RANGE = (
+    "invalid request: a value the master cannot store (a number out of range, or malformed);"
+    " check the ids and numbers sent"
+)
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
 
@@ -41,6 +53,7 @@ _STATUS: dict[str, tuple[int, int, str]] = {
     errors.NotFoundError.code: (404, 5, "NotFound"),
     errors.AlreadyExistsError.code: (409, 6, "AlreadyExists"),
     errors.PayloadTooLargeError.code: (413, 8, "ResourceExhausted"),
+    errors.TooManyRequestsError.code: (429, 8, "ResourceExhausted"),
 }
 _INTERNAL = (500, 13, "Internal")
 _BY_HTTP = {
@@ -85,10 +98,29 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.StalwartError)
     async def _stalwart(_request: Request, exc: errors.StalwartError) -> JSONResponse:
         http, grpc, reason = status_of(exc)
-        return error_response(http, grpc, reason, str(exc))
+        response = error_response(http, grpc, reason, str(exc))
+        if isinstance(exc, errors.TooManyRequestsError):
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
+    @app.exception_handler(OverflowError)
+    async def _overflow(_request: Request, _exc: OverflowError) -> JSONResponse:
+        return error_response(400, 3, "InvalidArgument", _OUT_OF_RANGE)
+
+    @app.exception_handler(PoolTimeoutError)
+    async def _pool_timeout(request: Request, exc: PoolTimeoutError) -> JSONResponse:
+        # Every pooled connection is busy (a load peak): the request did nothing; a retry can
+        # succeed, and the Core API client and the agent retry 503.
+        log.warning(
+            "%s %s: no database connection free, answered 503", request.method, request.url.path
+        )
+        return error_response(503, 14, "Unavailable", "the master is busy; retry")
 
     @app.exception_handler(DBAPIError)
     async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] == _DATA_EXCEPTION_SQLSTATE_CLASS:
+            return error_response(400, 3, "InvalidArgument", _OUT_OF_RANGE)
         if database_error_is_transient(exc):
             log.warning(
                 "%s %s: database unavailable, answered 503: %s",
