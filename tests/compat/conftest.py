@@ -1,6 +1,7 @@
 """Fixtures for running the official ``det`` CLI (determined 0.38.1) against a real master.
 
-- ``det_venv``: a separate virtual environment with ``determined==0.38.1`` from PyPI, built once
+- ``det_venv``: a separate virtual environment with ``determined==0.38.1`` from PyPI (and torch
+  and tensorboard, which its default ``core.init()`` needs), built once
   at ``<repo>/.cache/det-venv`` and reused by later runs (delete the folder to rebuild it). When it
   cannot be built the tests skip, except under ``CI=true``, where they fail.
 - ``stalwart_master``: a ``stalwart master`` subprocess on a free loopback port with its own home
@@ -33,7 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
 DET_VENV = CACHE / "det-venv"
 _MARKER = DET_VENV / ".stalwart-installed"
-_REQUIREMENT = f"determined=={DET_VERSION}"
+_REQUIREMENTS = (f"determined=={DET_VERSION}", "torch==2.13.0", "tensorboard==2.21.0")
+"""The official client, and what its default ``core.init()`` needs (a TensorBoard writer)."""
+_REQUIREMENT = " ".join(_REQUIREMENTS)
 
 INSTALL_TIMEOUT_S = 900.0
 MASTER_START_TIMEOUT_S = 60.0
@@ -71,7 +74,7 @@ def _build_det_venv() -> None:
             "120",
             "--retries",
             "5",
-            _REQUIREMENT,
+            *_REQUIREMENTS,
         ],
     ]
     for cmd in steps:

@@ -132,6 +132,9 @@ def test_core_api_trial_with_metrics_and_checkpoints(cluster: LocalCluster, api:
         state = _host_path(cluster) / checkpoint["uuid"] / "state.json"
         assert json.loads(state.read_text())["step"] == checkpoint["metadata"]["steps_completed"]
         assert not (Path(SHARED_FS_TARGET) / checkpoint["uuid"]).exists()
+    # the default core.init() writes TensorBoard files and uploads them to the same storage
+    events = f"*/tensorboard/experiment/{exp_id}/trial/{trial['id']}/events.out.tfevents.*"
+    assert list(_host_path(cluster).glob(events))
 
 
 def test_a_restart_restores_the_latest_checkpoint(api: Api) -> None:

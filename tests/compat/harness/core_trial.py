@@ -69,7 +69,7 @@ def main() -> int:
     if hparams.get("meet") and meet(info, int(hparams["meet"])):
         return 4
     steps = int(hparams["steps"])
-    with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
+    with core.init() as ctx:  # the defaults: TensorBoard files written and uploaded (AUTO)
         start = 0
         if info.latest_checkpoint is not None:
             with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:
