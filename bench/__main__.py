@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import b1, cluster, harness, master_api, slurm
+from bench import b1, b2, b3, b4, b5, cluster, harness, load, master_api, slurm
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -36,6 +36,26 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     b1.NAME: (
         b1.run,
         "B1 vs Ray Tune and Optuna: 1,000 x 1 s trials, 16 at a time, overhead over the floor",
+    ),
+    b2.NAME: (
+        b2.run,
+        "B2 vs MLflow: 1,000,000 metric points in and back, chart series, 100 trials at once",
+    ),
+    b3.NAME: (
+        b3.run,
+        "B3: 25 locust users on the CLI's and UI's read endpoints, 8,000 trials, p95 < 100 ms",
+    ),
+    b4.NAME: (
+        b4.run,
+        "B4 vs Ray Tune ASHA and Optuna SHA: regret vs compute on simulated workers, 30 seeds",
+    ),
+    b5.NAME: (
+        b5.run,
+        "B5 vs Ray Tune: allocation -> first user line, experiment create -> first metric",
+    ),
+    load.NAME: (
+        load.run,
+        "load on PostgreSQL: 100 trials x 10 Hz metrics x 5 min: loss, p99 ingest, master RSS",
     ),
 }
 

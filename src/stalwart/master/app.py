@@ -31,6 +31,7 @@ from stalwart.master.api import (
     tasks,
     trials,
     users,
+    workspace_roles,
 )
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
@@ -147,6 +148,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         tasks,
         allocations,
         batch,
+        workspace_roles,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

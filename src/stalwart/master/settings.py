@@ -37,7 +37,24 @@ class SecuritySettings(_Settings):
         description="Password of the built-in `admin` and `determined` users when they are "
         "first created; empty means no password (Determined's default).",
     )
-    session_hours: int = Field(default=7 * 24, ge=1, description="Lifetime of a login session.")
+    token_lifetime: float = Field(
+        default=7 * 24 * 3600,
+        gt=0,
+        description="Seconds a login token (session) stays valid; afterwards requests with it "
+        "answer 401 and the user logs in again.",
+    )
+    login_max_failures: int = Field(
+        default=5,
+        ge=1,
+        description="Failed logins of one username from one client address before further "
+        "attempts answer 429 for `login_lockout` seconds.",
+    )
+    login_lockout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds over which failed logins are counted, and for which a client that "
+        "reached `login_max_failures` is refused.",
+    )
 
 
 class Limits(_Settings):
@@ -122,8 +139,9 @@ class MasterSettings(_Settings):
     )
     resource_manager: ResourceManager = Field(
         default_factory=AgentManagerSettings,
-        description="Where tasks run: `{type: agent}` (Stalwart agents, the default) or "
-        "`{type: slurm, job_storage_root: ..., ...}` (Slurm batch jobs).",
+        description="Where tasks run: `{type: agent}` (Stalwart agents, the default), "
+        "`{type: slurm, job_storage_root: ..., ...}` (Slurm batch jobs) or "
+        "`{type: kubernetes, namespace: ..., ...}` (Kubernetes Jobs, docs/kubernetes.md).",
     )
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -31,6 +31,7 @@ from stalwart.master.api.models.common import paginate
 from stalwart.master.cluster.placement import pool_settings
 from stalwart.master.db.tables import Agent, Allocation, Slot
 from stalwart.master.services import agents as agent_service
+from stalwart.master.slurm.pools import batch_manager, partition_views
 
 __all__ = ["router"]
 
@@ -180,6 +181,7 @@ def get_resource_pools(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
+    request: Request,
     offset: int = 0,
     limit: int = 0,
     unbound: bool | None = None,
@@ -188,13 +190,30 @@ def get_resource_pools(
     with slot counts and types from the connected agents and each pool's scheduler; paginated.
 
     Pools are not bound to workspaces, so ``unbound`` changes nothing. Under the Slurm resource
-    manager the scheduler is reported as ``SCHEDULER_TYPE_SLURM``.
+    manager the pools are its partitions (:mod:`stalwart.master.slurm.pools`: slots from
+    ``sinfo``, GPU types as ``accelerator``) and the scheduler is ``SCHEDULER_TYPE_SLURM``
+    (``SCHEDULER_TYPE_PBS`` under PBS).
     """
     del unbound
     settings = state.settings
     schedulers = pool_settings(settings)
-    slurm = settings.resource_manager.type == "slurm"
+    rm_type = settings.resource_manager.type
+    slurm = rm_type in ("slurm", "pbs")
+    batch_kind = "PBS" if rm_type == "pbs" else "SLURM"
     pools = agent_service.resource_pools(session, settings.resource_pools)
+    defaults = {"default"}
+    accelerators: dict[str, str] = {}
+    manager = batch_manager(request.app.state)
+    if manager is not None:
+        partitions = partition_views(manager, session)
+        if partitions:
+            pools = [p.view for p in partitions]
+            defaults = {p.view.name for p in partitions if p.default}
+            accelerators = {
+                p.view.name: ",".join(p.gpu_types)
+                for p in partitions
+                if p.gpu_types and p.view.slot_type != "cpu"
+            }
     start, end, pagination = paginate(len(pools), offset, limit)
     wire = []
     for pool in pools[start:end]:
@@ -214,13 +233,14 @@ def get_resource_pools(
                 slots_available=pool.slots_available,
                 slots_used=pool.slots_used,
                 slot_type=_SLOT_TYPES[pool.slot_type],
-                default_compute_pool=pool.name == "default",
-                default_aux_pool=pool.name == "default",
+                default_compute_pool=pool.name in defaults,
+                default_aux_pool=pool.name in defaults,
+                accelerator=accelerators.get(pool.name),
                 slots_per_agent=pool.slots_per_agent,
-                scheduler_type="SCHEDULER_TYPE_SLURM"
+                scheduler_type=f"SCHEDULER_TYPE_{batch_kind}"
                 if slurm
                 else f"SCHEDULER_TYPE_{kind.upper()}",
-                scheduler_fitting_policy="FITTING_POLICY_SLURM"
+                scheduler_fitting_policy=f"FITTING_POLICY_{batch_kind}"
                 if slurm
                 else f"FITTING_POLICY_{fitting.upper()}",
                 details=detail,

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
+from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import Empty, WireModel
 from stalwart.master.api.models.experiments import (
@@ -30,9 +31,11 @@ from stalwart.master.api.models.trials import GetExperimentTrialsResponse, Trial
 from stalwart.master.api.models.users import OrderBy
 from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.db.tables import Project
+from stalwart.master.redact import redact_config
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.trials import list_experiment_trials
+from stalwart.master.slurm.pools import batch_manager, check_pool, pool_of_text
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
@@ -42,15 +45,23 @@ router = APIRouter(tags=["experiments"])
 
 @router.post("/experiments", response_model=CreateExperimentResponse)
 def post_experiment(
-    body: CreateExperimentRequest, caller: CallerDep, session: SessionDep, state: StateDep
+    body: CreateExperimentRequest,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    request: Request,
 ) -> CreateExperimentResponse:
-    """Create an experiment from YAML text and a model definition (400 if invalid)."""
+    """Create an experiment from YAML text and a model definition (400 if invalid; under
+    Slurm, 400 too when its resource pool is not a partition)."""
     if body.unmanaged:
         raise InvalidArgumentError("unmanaged experiments are not supported by Stalwart")
     if body.template:
         raise InvalidArgumentError(
             f"config template {body.template!r} not found (templates are not supported yet)"
         )
+    batch = batch_manager(request.app.state)
+    if batch is not None:
+        check_pool(batch, pool_of_text(body.config))
     created = create_experiment(
         session,
         state.settings,
@@ -74,7 +85,9 @@ def post_experiment(
         project_name=project.name if project else None,
         workspace_id=project.workspace_id if project else None,
     )
-    return CreateExperimentResponse(experiment=wire, config=exp.config, notices=created.notices)
+    return CreateExperimentResponse(
+        experiment=wire, config=redact_config(exp.config), notices=created.notices
+    )
 
 
 def _json(model: WireModel) -> Response:
@@ -107,7 +120,7 @@ def _wire(view: svc.ExperimentView) -> V1Experiment:
 
 @router.get("/experiments", response_model=GetExperimentsResponse)
 def get_experiments(
-    _caller: CallerDep,
+    caller: CallerDep,
     session: SessionDep,
     archived: bool | None = None,
     users: Annotated[list[str] | None, Query()] = None,
@@ -149,6 +162,7 @@ def get_experiments(
         sort_by=sort_by.value,
         order_desc=order_by is OrderBy.DESC,
         show_trial_data=show_trial_data,
+        hidden_project_ids=policy.hidden_project_ids(session, caller.user),
     )
     page = svc.list_experiments(session, filters, offset=offset, limit=limit)
     return _json(
@@ -167,7 +181,9 @@ def get_experiment(experiment_id: int, _caller: CallerDep, session: SessionDep) 
         summary = JobSummary(state=view.job_summary[0], jobs_ahead=view.job_summary[1])
     return _json(
         GetExperimentResponse(
-            experiment=_wire(view), config=view.experiment.config, job_summary=summary
+            experiment=_wire(view),
+            config=redact_config(view.experiment.config),
+            job_summary=summary,
         )
     )
 

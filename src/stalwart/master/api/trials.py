@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
+from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep, get_caller
 from stalwart.master.api.models.common import Empty, WireRequest, wire_time
 from stalwart.master.api.models.trials import (
@@ -253,18 +254,27 @@ def _input(body: ReportTrialMetricsRequest) -> metrics_svc.MetricsInput:
 
 
 def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: bytes) -> None:
-    """Authenticate, validate and store reports: all of it in one worker-thread hop."""
-    if trial_id is None:
-        inputs = [_input(b) for b in _parse(ReportTrialMetricsBatchRequest, raw).reports]
-    else:
-        inputs = [_input(_parse(ReportTrialMetricsRequest, raw))]
-        if inputs[0].trial_id != trial_id:
-            raise InvalidArgumentError(
-                f"the report names trial {inputs[0].trial_id} but was posted to trial {trial_id}"
-            )
+    """Authenticate, validate and store reports: all of it in one worker-thread hop.
+
+    The caller is authenticated first (no token: 401 whatever the body); a task's token may
+    report only its own trial (:func:`stalwart.master.policy.require_own_trials`), a user
+    only to trials they may change."""
     with state.sessions() as session:
-        get_caller(request, session)
-        results = metrics_svc.report_metrics_many(session, inputs)
+        caller = get_caller(request, session)
+        if trial_id is None:
+            inputs = [_input(b) for b in _parse(ReportTrialMetricsBatchRequest, raw).reports]
+        else:
+            inputs = [_input(_parse(ReportTrialMetricsRequest, raw))]
+            if inputs[0].trial_id != trial_id:
+                raise InvalidArgumentError(
+                    f"the report names trial {inputs[0].trial_id} but was posted to trial "
+                    f"{trial_id}"
+                )
+        policy.authorize_reports(
+            session, caller.user, caller.allocation_id, {i.trial_id for i in inputs}
+        )
+        retried = RETRY_HEADER in request.headers  # an earlier attempt may be stored already
+        results = metrics_svc.report_metrics_many(session, inputs, retried=retried)
     for experiment_id in {r.experiment_id for r in results if r.group == metrics_svc.VALIDATION}:
         state.hints.experiment(experiment_id)
 
@@ -281,12 +291,29 @@ async def _read_report(request: Request) -> tuple[MasterState, bytes]:
     return state, raw
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/X"}`` replaced by ``X`` (the models have no
+    cycles): an ``openapi_extra`` schema cannot point at its own ``$defs``."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
 def _body_doc(model: type[WireRequest]) -> dict[str, Any]:
-    schema = model.model_json_schema(by_alias=True)
+    """The request body's schema for the OpenAPI description of a route that reads raw bytes."""
+    raw = model.model_json_schema(by_alias=True)
+    schema = _inline_refs(raw, raw.get("$defs", {}))
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 _EMPTY = b"{}"
+RETRY_HEADER = "x-stalwart-retry"
+"""What the harness's session sends with a retried request (``stalwart.core._client``)."""
 
 
 @router.post(
@@ -383,9 +410,11 @@ def set_runner_metadata(
 
 @router.post("/runs/start", response_model=RunPrepareResponse)
 def run_prepare(
-    body: RunPrepareRequest, _caller: CallerDep, session: SessionDep
+    body: RunPrepareRequest, caller: CallerDep, session: SessionDep
 ) -> RunPrepareResponse:
-    """``core.init()``: register the checkpoint storage the run uses; answer its storageId."""
+    """``core.init()``: register the checkpoint storage the run uses; answer its storageId.
+    A task's token may name only its own trial."""
+    policy.authorize_reports(session, caller.user, caller.allocation_id, {body.run_id})
     storage = body.checkpoint_storage
     return RunPrepareResponse(storage_id=svc.add_storage_backend(session, body.run_id, storage))
 

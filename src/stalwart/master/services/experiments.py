@@ -43,7 +43,6 @@ from sqlalchemy.orm import Session, defer
 
 from stalwart.errors import (
     FailedPreconditionError,
-    ForbiddenError,
     InvalidArgumentError,
     NotFoundError,
 )
@@ -452,12 +451,12 @@ def patch_experiment(session: Session, experiment_id: int, patch: ExperimentPatc
 def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
     """Delete a terminal experiment with its trials, tasks, metrics, checkpoints and logs.
 
-    Only its owner or an admin may (403 otherwise, Determined's rule). Archived experiments may
-    be deleted. Checkpoint files in storage are not removed here.
+    Who may is :mod:`stalwart.master.policy`'s rule (checked for every request on the
+    experiment's path). Archived experiments may be deleted. Checkpoint files in storage are
+    not removed here.
     """
+    del user  # kept for callers; the policy has already decided
     experiment = get_experiment(session, experiment_id)
-    if not user.admin and experiment.owner_id != user.id:
-        raise ForbiddenError("non admin users may not delete other user's experiments")
     if experiment.state not in _DELETABLE:
         raise FailedPreconditionError(
             f"cannot delete experiment in STATE_{experiment.state} state: experiment "
@@ -530,6 +529,8 @@ class ExperimentFilters:
     sort_by: str = "SORT_BY_ID"
     order_desc: bool = False
     show_trial_data: bool = False
+    hidden_project_ids: Sequence[int] = ()
+    """Projects the caller may not see (:func:`stalwart.master.policy.hidden_project_ids`)."""
 
 
 @dataclass(frozen=True)
@@ -584,6 +585,8 @@ def _where(filters: ExperimentFilters) -> list[Any]:
         where.append(_has_label(label))
     if filters.project_id:
         where.append(Experiment.project_id == filters.project_id)
+    if filters.hidden_project_ids:
+        where.append(Experiment.project_id.not_in(list(filters.hidden_project_ids)))
     bounds = (
         (filters.id_gt, Experiment.id.__gt__),
         (filters.id_gte, Experiment.id.__ge__),
@@ -645,6 +648,7 @@ def _owner_index_covers(filters: ExperimentFilters) -> bool:
         and not filters.description
         and not filters.labels
         and not filters.project_id
+        and not filters.hidden_project_ids
     )
 
 

@@ -14,10 +14,13 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
 
 :func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
 transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
-read or rewritten. Values travel as sent: the strings ``"NaN"``, ``"Infinity"``
-and ``"-Infinity"`` stay strings (non-finite floats are turned into them), so the stored JSON is
-valid on every database. Latest and best validations are derived when read
-(:func:`validation_summaries`), batched for a whole page of trials.
+read or rewritten. With ``retried`` (the client says an earlier attempt of this request may have
+been stored and its answer lost), a report identical to a stored one (same trial, run, group,
+step, ``reportTime`` and metrics; the harness stamps each report's time once) is not stored
+again; reports without a ``reportTime`` are always stored. Values travel as sent: the strings
+``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` stay strings (non-finite floats are turned into
+them), so the stored JSON is valid on every database. Latest and best validations are derived
+when read (:func:`validation_summaries`), batched for a whole page of trials.
 """
 
 from __future__ import annotations
@@ -311,12 +314,15 @@ def report_metrics(
     return report_metrics_many(session, [report])[0]
 
 
-def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> list[ReportResult]:
+def report_metrics_many(
+    session: Session, reports: Sequence[MetricsInput], *, retried: bool = False
+) -> list[ReportResult]:
     """Store reports (of any trials) in one transaction, all or none, and commit.
 
     Per trial: one run-id check that also raises ``total_batches``; per restarted run and
     group: one archive of superseded reports; then one multi-row ``INSERT``; then, for trials
     with validation reports, one conditional update of the best searcher metric value.
+    ``retried``: leave out the reports already stored (module docstring).
     """
     rows = [_row(report) for report in reports]
     if not rows:
@@ -346,7 +352,9 @@ def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> li
         for (trial_id, run_id, group), steps in sorted(earliest.items()):
             if run_id > 1 and _archive_superseded(session, trial_id, run_id, group, steps):
                 rolled_back.add(trial_id)
-        connection.execute(_INSERT_REPORT, rows)
+        fresh = _not_stored(connection, rows, reports) if retried else rows
+        if fresh:
+            connection.execute(_INSERT_REPORT, fresh)
         values = _update_best(session, rows, experiment_of, rolled_back)
         session.commit()
     return [
@@ -359,6 +367,50 @@ def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> li
         )
         for row, value in zip(rows, values, strict=True)
     ]
+
+
+def _not_stored(
+    connection: Any, rows: list[dict[str, Any]], reports: Sequence[MetricsInput]
+) -> list[dict[str, Any]]:
+    """The rows of a retried batch that are not stored yet (one indexed range read per trial
+    and group); rows without a client ``reportTime`` are always kept."""
+    keyed = [row for row, report in zip(rows, reports, strict=True) if report.report_time]
+    if not keyed:
+        return rows
+    ranges: dict[tuple[int, str], tuple[int, int]] = {}
+    for row in keyed:
+        key = (row["trial_id"], row["group"])
+        low, high = ranges.get(key, (row["steps_completed"], row["steps_completed"]))
+        ranges[key] = (min(low, row["steps_completed"]), max(high, row["steps_completed"]))
+    c = _REPORTS.c
+    found = connection.execute(
+        select(c.trial_id, c.trial_run_id, c.group, c.steps_completed, c.report_time, c.metrics)
+        .where(
+            or_(
+                *(
+                    and_(c.trial_id == t, c.group == g, c.steps_completed.between(lo, hi))
+                    for (t, g), (lo, hi) in ranges.items()
+                )
+            )
+        )
+        .where(c.archived.is_(False))
+    ).all()
+    stored = {
+        (r.trial_id, r.trial_run_id, r.group, r.steps_completed, r.report_time): r.metrics
+        for r in found
+    }
+    fresh = []
+    for row, report in zip(rows, reports, strict=True):
+        same = (
+            row["trial_id"],
+            row["trial_run_id"],
+            row["group"],
+            row["steps_completed"],
+            row["report_time"],
+        )
+        if not report.report_time or stored.get(same) != row["metrics"]:
+            fresh.append(row)
+    return fresh
 
 
 def _update_best(
