@@ -192,3 +192,13 @@ def test_redaction_rules() -> None:
     plain = "searcher:\n  name: single  # a comment\n"
     assert redact_yaml(plain) == plain
     _assert_clean(redact_yaml(CONFIG))
+
+
+def test_redact_yaml_skips_parsing_only_where_no_secret_can_hide() -> None:
+    plain = "name: x\nsearcher:\n  name: single\n  metric: loss\n"
+    assert redact_yaml(plain) is plain  # nothing that could name a secret: returned as is
+    spelled = 'checkpoint_storage:\n  type: s3\n  "secret\\x5fkey": hunter2\n'  # a YAML escape
+    assert "hunter2" not in redact_yaml(spelled)
+    assert MASK in redact_yaml(spelled)
+    keyed = "checkpoint_storage:\n  type: s3\n  Secret-Key: hunter2\n"
+    assert "hunter2" not in redact_yaml(keyed)
