@@ -49,9 +49,12 @@ def _terminator(app: str, stop: threading.Event, killed: list[int]) -> None:
 
 def _stored(api: Api, trial_id: int) -> int:
     """Steps stored so far; 0 while the master answers 503 (its database connection was just
-    terminated: clients retry that, as this poll does)."""
+    terminated: clients retry that, as this poll does) or cuts a streamed answer short (a
+    backend terminated after the headers were sent)."""
     try:
         return len(steps(api, trial_id))
+    except httpx.RemoteProtocolError:
+        return 0
     except httpx.HTTPStatusError as exc:
         if exc.response.status_code == 503:
             return 0
