@@ -44,7 +44,12 @@ from stalwart.master.k8s.podspec import strategic_merge
 from stalwart.master.k8s.settings import K8S_AGENT, KubernetesSettings
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.auth import token_sha256
-from stalwart.master.services.task_spec import ContainerPlan, allocation_task_specs, ports_for
+from stalwart.master.services.task_spec import (
+    ContainerPlan,
+    allocation_task_specs,
+    assign_containers,
+    ports_for,
+)
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
 __all__ = [
@@ -114,19 +119,7 @@ def claim(
     allocation.ports = {"offset": 0, **ports}
     allocation.token_sha256 = token_sha256(token)
     allocation.agent_id = K8S_AGENT
-    for spec in specs:
-        session.add(
-            Container(
-                allocation_id=allocation.id,
-                rank=spec.rank,
-                agent_id=K8S_AGENT,
-                slot_ids=list(spec.slot_ids),
-                state="ASSIGNED",
-                spec=spec.model_dump(mode="json"),
-            )
-        )
-    set_allocation_state(session, allocation, "ASSIGNED")
-    session.commit()
+    assign_containers(session, allocation, specs, K8S_AGENT)
     return True
 
 

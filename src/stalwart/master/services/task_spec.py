@@ -22,13 +22,22 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType, TaskSpec
-from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Task, Trial, User
+from stalwart.master.db.tables import (
+    Allocation,
+    Checkpoint,
+    Container,
+    Experiment,
+    Task,
+    Trial,
+    User,
+)
 from stalwart.master.services.allocations import container_id
 
 __all__ = [
     "PORT_BASES",
     "ContainerPlan",
     "allocation_task_specs",
+    "assign_containers",
     "entrypoint_argv",
     "free_port_offset",
     "ports_for",
@@ -260,3 +269,25 @@ def trial_task_specs(
             )
         )
     return specs
+
+
+def assign_containers(
+    session: Session, allocation: Allocation, specs: Sequence[TaskSpec], agent_id: str
+) -> None:
+    """One ASSIGNED container row per spec for ``allocation`` (run by ``agent_id``: an agent, or
+    a batch system such as Slurm or Kubernetes), the allocation ASSIGNED, and commit."""
+    from stalwart.master.transitions import set_allocation_state
+
+    for spec in specs:
+        session.add(
+            Container(
+                allocation_id=allocation.id,
+                rank=spec.rank,
+                agent_id=agent_id,
+                slot_ids=list(spec.slot_ids),
+                state="ASSIGNED",
+                spec=spec.model_dump(mode="json"),
+            )
+        )
+    set_allocation_state(session, allocation, "ASSIGNED")
+    session.commit()

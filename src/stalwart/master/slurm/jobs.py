@@ -55,6 +55,7 @@ from stalwart.master.services.auth import token_sha256
 from stalwart.master.services.task_spec import (
     ContainerPlan,
     allocation_task_specs,
+    assign_containers,
     free_port_offset,
     ports_for,
 )
@@ -276,19 +277,7 @@ def claim_batch(
     if specs is None:
         session.rollback()
         return None
-    for spec in specs:
-        session.add(
-            Container(
-                allocation_id=allocation.id,
-                rank=spec.rank,
-                agent_id=BATCH_AGENT,
-                slot_ids=list(spec.slot_ids),
-                state="ASSIGNED",
-                spec=spec.model_dump(mode="json"),
-            )
-        )
-    set_allocation_state(session, allocation, "ASSIGNED")
-    session.commit()
+    assign_containers(session, allocation, specs, BATCH_AGENT)
     return BatchJob(allocation.id, token, request)
 
 
