@@ -131,6 +131,8 @@ def test_a_trial_is_a_job_that_pulls_runs_and_succeeds(k8s: Setup) -> None:
     k8s.fake.run(name, NS, at="2026-01-01T00:02:05Z")
     logs = wait_logs(k8s, trial["id"], "are running")
     assert "image pull and start took 125.0s" in logs
+    (run,) = k8s.api.get(f"/api/v1/tasks/{trial['taskId']}")["task"]["allocations"]
+    assert run["imagePullSeconds"] == 125.0  # stored on the allocation, shown in the UI
     k8s.fake.succeed(name, NS)
     exp = k8s.api.wait_state(exp_id, timeout=90)
     assert exp["state"] == "STATE_COMPLETED"

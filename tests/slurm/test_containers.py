@@ -21,13 +21,14 @@ from stalwart.agent.runner import ContainerStartError, ProcessRunner
 from stalwart.agent.workspace import Workspace
 from stalwart.cli.main import main
 from stalwart.environments import load_manifest
+from stalwart.environments.prepull import planned_images
 from stalwart.hpc.container_runner import (
     ContainerTaskRunner,
     container_env,
     runner_from_environ,
 )
 from stalwart.hpc.containers import cached_image, image_source, precache_steps, task_argv
-from stalwart.hpc.precache import cluster_devices, config_images, precache_plan, run_plan
+from stalwart.hpc.precache import cluster_devices, precache_plan, run_plan
 from stalwart.hpc.slurm.script import render_sbatch_script
 from stalwart.master.db.tables import Allocation
 from stalwart.master.slurm import jobs
@@ -238,7 +239,18 @@ def test_the_precache_plan_takes_defaults_then_experiments_images() -> None:
     assert plan.images[-2:] == ("my/own:1", "my/cpu:1")
     assert len(plan.images) >= 3  # the manifest's default images come first
     assert all(str(s.path).startswith("/cache/") for s in plan.steps)
-    assert config_images(experiments[1], ["cpu", "cuda"]) == ["my/cpu:1", "my/gpu:1"]
+    mapped = planned_images(manifest, ["cpu", "cuda"], experiments[1:2], include_defaults=False)
+    assert mapped == ["my/cpu:1", "my/gpu:1"]
+    master_plan = precache_plan(
+        manifest,
+        "apptainer",
+        PurePosixPath("/cache"),
+        devices=("cpu",),
+        include_defaults=False,
+        extra_images=["from/master:1", "my/own:1"],
+        experiments=experiments[:1],
+    )
+    assert master_plan.images == ("my/own:1", "from/master:1")
     assert cluster_devices({"partition_overrides": {"a": {"slot_type": "rocm"}}}) == ("rocm",)
     assert cluster_devices({}) == ("cpu", "cuda")
     missing = run_plan(plan, which=lambda t: None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,6 +100,15 @@ def test_trial_page_charts_and_checkpoints(
     from playwright.sync_api import expect
 
     trial = max(asha.trials(), key=lambda t: t.id)
+    # These trials ran as plain processes (nothing pulled); as if an engine had pulled the
+    # image of the trial's run for 12.34 s (what agents with an engine and Kubernetes store):
+    with sqlite3.connect(cluster.home / "master.db") as db:
+        task_id = db.execute("SELECT task_id FROM trials WHERE id = ?", (trial.id,)).fetchone()[0]
+        db.execute(
+            "UPDATE allocations SET pull_seconds = 12.34 WHERE id = (SELECT id FROM allocations"
+            " WHERE task_id = ? ORDER BY start_time DESC LIMIT 1)",
+            (task_id,),
+        )
     sign_in(page, cluster.url)
     page.goto(f"{cluster.url}/#/experiments/{asha.id}")
     page.get_by_role("link", name=f"Trial {trial.id}", exact=True).click()
@@ -107,6 +117,7 @@ def test_trial_page_charts_and_checkpoints(
         f"Trial {trial.id} of experiment {asha.id}"
     )
     expect(page.locator("#summary [data-field='State']")).to_have_text("COMPLETED")
+    expect(page.locator("#summary [data-field='Image pull']")).to_have_text(re.compile(r"^12\.3 s"))
 
     loss = page.locator("#metric-charts figure[data-key='loss']")
     for group in ("training", "validation"):

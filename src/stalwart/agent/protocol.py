@@ -96,6 +96,13 @@ class ContainerStatus(_Model):
         default_factory=list,
         description="EXITED only: the container's last lines not yet shipped (see Exit above).",
     )
+    pull_seconds: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Seconds the agent spent pulling the container's image before starting it "
+        "(null: nothing was pulled, or the runner uses no images). The master stores the "
+        "longest over an allocation's containers.",
+    )
 
 
 class SyncRequest(_Model):
@@ -132,6 +139,11 @@ class TaskSpec(_Model):
     slot_ids: list[str] = Field(default_factory=list, description="The agent's slots it gets.")
     device_type: DeviceType = Field(default="cpu", description="The slots' device type.")
     image: str = Field(default="", description="The task's environment image.")
+    force_pull_image: bool = Field(
+        default=False,
+        description="Pull the image even when the engine already holds it "
+        "(``environment.force_pull_image``).",
+    )
     argv: list[str] = Field(description="The command to run, in the working directory.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables of the task contract."
@@ -163,6 +175,12 @@ class SyncResponse(_Model):
     )
     kill_grace_seconds: float = Field(
         default=10.0, description="Time between SIGTERM and SIGKILL when killing."
+    )
+    prepull: list[str] = Field(
+        default_factory=list,
+        description="The images the agent's pool should hold before trials need them (the "
+        "master's pre-pull plan, :mod:`stalwart.environments.prepull`). An agent with a "
+        "container engine pulls those it lacks in the background; others ignore the list.",
     )
     sync_interval_seconds: float = Field(
         default=0.0,

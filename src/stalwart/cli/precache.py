@@ -3,11 +3,13 @@
 Reads the master config's ``resource_manager`` section (``container_run_type``,
 ``image_cache_dir``, the slot types of ``partition_overrides`` / ``slot_type``), plans with
 :func:`~stalwart.hpc.precache.precache_plan` (the manifest's default images, then each
-``--experiment`` config's image) and prints, per image, where it is cached and the command that
-builds it. Without ``--dry-run`` it runs those commands when the tool (apptainer, singularity,
-enroot, podman) is installed on this machine, and exits 1 if one fails; where the tool is
-missing it says so and runs nothing (run it on a node that has the tool). Problems with the
-files are :class:`~stalwart.errors.StalwartError` (one line, exit 1).
+``--experiment`` config's image, then with ``--from-master`` every image of the running master's
+pre-pull plan, ``GET /api/v1/prepull``: the queued and active experiments') and prints, per
+image, where it is cached and the command that builds it. Without ``--dry-run`` it runs those
+commands when the tool (apptainer, singularity, enroot, podman) is installed on this machine,
+and exits 1 if one fails; where the tool is missing it says so and runs nothing (run it on a
+node that has the tool). Problems with the files are :class:`~stalwart.errors.StalwartError`
+(one line, exit 1).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from stalwart.cli import common
 from stalwart.config.loader import read_yaml
 from stalwart.environments import load_manifest
 from stalwart.errors import ConfigError
@@ -50,6 +53,12 @@ def _settings(path: Path) -> tuple[BatchSystemSettings, dict[str, Any]]:
         raise ConfigError(str(path), problems) from None
 
 
+def _master_images() -> list[str]:
+    """Every image of the master's pre-pull plan, in pool order, without duplicates."""
+    plan = common.client().prepull_plan()
+    return list(dict.fromkeys(image for images in plan.values() for image in images))
+
+
 def precache(
     master_config: Annotated[
         Path, typer.Option("--master-config", "-c", help="The master config (YAML).")
@@ -65,6 +74,14 @@ def precache(
         bool, typer.Option("--dry-run", help="Print the plan; run nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    from_master: Annotated[
+        bool,
+        typer.Option(
+            "--from-master",
+            help="Also cache the images of the master's queued and active experiments (its "
+            "pre-pull plan; the master is -m / STALWART_MASTER).",
+        ),
+    ] = False,
 ) -> None:
     """Convert the images trials need (apptainer/singularity SIF, enroot squashfs, podman
     pull) into the cluster's image cache, so no trial waits on a multi-GB pull."""
@@ -80,6 +97,7 @@ def precache(
             [f"resource_manager.image_cache_dir must be set for container_run_type {run_type}"],
         )
     configs = [read_yaml(p).data for p in experiment or []]
+    planned = _master_images() if from_master else []
     present = (
         [str(p) for p in Path(str(cache)).iterdir()] if cache and Path(str(cache)).is_dir() else []
     )
@@ -91,6 +109,7 @@ def precache(
             devices=cluster_devices(raw),
             experiments=[c for c in configs if isinstance(c, dict)],
             include_defaults=defaults,
+            extra_images=planned,
             cached=present,
         )
     except ValueError as exc:

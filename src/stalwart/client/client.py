@@ -315,6 +315,12 @@ class Client:
         found = self._session.get("/api/v1/tasks", GetTasksResponse)
         return found.allocation_id_to_summary
 
+    def prepull_plan(self) -> dict[str, list[str]]:
+        """The master's pre-pull plan: pool -> images its nodes should hold ({} when off)."""
+        plan = self._session.request("GET", "/api/v1/prepull") or {}
+        pools = plan.get("pools") or {}
+        return {str(name): [str(i) for i in pool.get("images", [])] for name, pool in pools.items()}
+
     def master_info(self) -> GetMasterResponse:
         """The master's version and identity."""
         return self._session.get("/api/v1/master", GetMasterResponse)

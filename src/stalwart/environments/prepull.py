@@ -7,9 +7,15 @@ every queued or active experiment in that pool (its ``environment.image``, per d
 mapping; an experiment with ``resources.slots_per_trial: 0`` uses its CPU image). Order is
 stable: defaults first, then experiments' images in the order given; no duplicates.
 
-The Kubernetes resource manager renders the plan as one DaemonSet per pool
-(:mod:`stalwart.master.k8s.prepull`); the same plan suits agents (pull at registration) and
-Slurm (``envs precache``).
+:func:`planned_images` is the same choice for a set of device types: ``stalwart envs precache``
+(Slurm/PBS) builds its image cache from it. Every consumer reads this one plan:
+
+- the Kubernetes resource manager renders it as one DaemonSet per pool
+  (:mod:`stalwart.master.k8s.prepull`);
+- the master sends each agent its pool's list in every sync answer (``SyncResponse.prepull``,
+  :mod:`stalwart.master.services.prepull`); an agent with a container engine pulls what it lacks;
+- ``stalwart envs precache`` converts the images for a batch cluster, from experiment files or
+  from a running master's plan (``GET /api/v1/prepull``).
 """
 
 from __future__ import annotations
@@ -18,10 +24,36 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from stalwart.environments.images import FRAMEWORKS, DeviceType
 from stalwart.environments.manifest import Manifest
 
-__all__ = ["ExperimentImages", "experiment_image", "prepull_plan"]
+__all__ = [
+    "ExperimentImages",
+    "PrepullSettings",
+    "experiment_image",
+    "planned_images",
+    "prepull_plan",
+]
+
+
+class PrepullSettings(BaseModel):
+    """How the master keeps the pre-pull plan (agents; Kubernetes adds its DaemonSet's fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        default=True, description="Keep the pre-pull plan and send it where images are pulled."
+    )
+    include_manifest_defaults: bool = Field(
+        default=True,
+        description="Pre-pull the manifest's default images (`stalwart envs table`) of the "
+        "pool's slot type as well as the images of queued and active experiments.",
+    )
+    refresh_seconds: float = Field(
+        default=30.0, gt=0, description="Seconds between two recomputations of the plan."
+    )
 
 
 @dataclass(frozen=True)
@@ -37,10 +69,34 @@ def experiment_image(config: Mapping[str, Any], device: DeviceType) -> str | Non
     resources = config.get("resources") or {}
     if isinstance(resources, Mapping) and resources.get("slots_per_trial") == 0:
         device = "cpu"
-    image = (config.get("environment") or {}).get("image")
+    environment = config.get("environment")
+    image = environment.get("image") if isinstance(environment, Mapping) else None
     if isinstance(image, Mapping):
         image = image.get(device)
     return str(image) if isinstance(image, str) and image.strip() else None
+
+
+def planned_images(
+    manifest: Manifest,
+    devices: Iterable[DeviceType],
+    configs: Iterable[Mapping[str, Any]],
+    *,
+    include_defaults: bool = True,
+) -> list[str]:
+    """The images to hold for slots of ``devices``: the manifest's defaults for each device
+    (when ``include_defaults``), then each config's image for each device; no duplicates."""
+    devices = list(devices)
+    images: dict[str, None] = {}
+    if include_defaults:
+        for device in devices:
+            for framework in FRAMEWORKS:
+                images[manifest.default_image(framework, device)[1]] = None
+    for config in configs:
+        for device in devices:
+            image = experiment_image(config, device)
+            if image is not None:
+                images[image] = None
+    return list(images)
 
 
 def prepull_plan(
@@ -52,18 +108,11 @@ def prepull_plan(
 ) -> dict[str, list[str]]:
     """Pool name -> images to pre-pull (see the module docstring). Pools not in ``pools`` are
     ignored; a pool with nothing to pull maps to an empty list."""
-    plan: dict[str, dict[str, None]] = {}
-    for pool, device in pools.items():
-        images: dict[str, None] = {}
-        if include_defaults:
-            for framework in FRAMEWORKS:
-                images[manifest.default_image(framework, device)[1]] = None
-        plan[pool] = images
+    configs: dict[str, list[Mapping[str, Any]]] = {pool: [] for pool in pools}
     for experiment in experiments:
-        pool_device = pools.get(experiment.pool)
-        if pool_device is None:
-            continue
-        image = experiment_image(experiment.config, pool_device)
-        if image is not None:
-            plan[experiment.pool][image] = None
-    return {pool: list(images) for pool, images in plan.items()}
+        if experiment.pool in configs:
+            configs[experiment.pool].append(experiment.config)
+    return {
+        pool: planned_images(manifest, [device], configs[pool], include_defaults=include_defaults)
+        for pool, device in pools.items()
+    }

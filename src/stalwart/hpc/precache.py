@@ -4,11 +4,12 @@ A trial whose apptainer/enroot image is not converted yet spends minutes pulling
 a multi-GB image on a compute node. :func:`precache_plan` (pure) says which images to convert,
 where they go and the command for each; :func:`run_plan` runs it where the tool is installed.
 
-Which images: the manifest's default image of every framework for each device type the cluster
-has (``include_defaults``), then each experiment config's ``environment.image`` (a string, or
-the entry of each of those device types in a mapping), in order, without duplicates. Device
+Which images: the pre-pull plan's choice (:func:`stalwart.environments.prepull.planned_images`,
+the same the master sends agents and Kubernetes pulls): the manifest's default image of every
+framework for each device type the cluster has (``include_defaults``), then each experiment
+config's ``environment.image`` for those device types, in order, without duplicates. Device
 types: the slot types the master config declares (``partition_overrides``, ``slot_type``),
-else ``cpu`` and ``cuda``.
+else ``cpu`` and ``cuda``. ``extra_images`` (a running master's plan) come after them.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from stalwart.environments.images import FRAMEWORKS, DeviceType
+from stalwart.environments.images import DeviceType
 from stalwart.environments.manifest import Manifest
+from stalwart.environments.prepull import planned_images
 from stalwart.hpc.containers import ContainerRunType, PrecacheStep, precache_steps, tool_of
 
-__all__ = ["PrecachePlan", "StepResult", "config_images", "precache_plan", "run_plan"]
+__all__ = ["PrecachePlan", "StepResult", "precache_plan", "run_plan"]
 
 
 @dataclass(frozen=True)
@@ -36,17 +38,6 @@ class PrecachePlan:
     devices: tuple[DeviceType, ...]
     images: tuple[str, ...]
     steps: tuple[PrecacheStep, ...]
-
-
-def config_images(config: Mapping[str, Any], devices: Sequence[DeviceType]) -> list[str]:
-    """The images an experiment config names for ``devices`` (its ``environment.image``)."""
-    environment = config.get("environment")
-    image = environment.get("image") if isinstance(environment, Mapping) else None
-    if isinstance(image, str) and image.strip():
-        return [image.strip()]
-    if isinstance(image, Mapping):
-        return [str(image[d]).strip() for d in devices if isinstance(image.get(d), str)]
-    return []
 
 
 def cluster_devices(settings: Mapping[str, Any]) -> tuple[DeviceType, ...]:
@@ -70,19 +61,14 @@ def precache_plan(
     devices: Sequence[DeviceType],
     experiments: Iterable[Mapping[str, Any]] = (),
     include_defaults: bool = True,
+    extra_images: Iterable[str] = (),
     cached: Iterable[str] = (),
 ) -> PrecachePlan:
     """The plan (see the module docstring); ``cached``: files already in the cache (skipped).
 
     Raises ValueError when ``run_type`` needs a cache directory and has none."""
-    images: dict[str, None] = {}
-    if include_defaults:
-        for device in devices:
-            for framework in FRAMEWORKS:
-                images[manifest.default_image(framework, device)[1]] = None
-    for config in experiments:
-        for image in config_images(config, devices):
-            images[image] = None
+    chosen = planned_images(manifest, devices, experiments, include_defaults=include_defaults)
+    images = dict.fromkeys([*chosen, *extra_images])
     steps = precache_steps(run_type, images, cache_dir, cached=cached)
     return PrecachePlan(run_type, cache_dir, tuple(devices), tuple(images), tuple(steps))
 

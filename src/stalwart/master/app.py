@@ -28,6 +28,7 @@ from stalwart.master.api import (
     experiments,
     info,
     logs,
+    prepull,
     tasks,
     trials,
     users,
@@ -149,6 +150,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         allocations,
         batch,
         workspace_roles,
+        prepull,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

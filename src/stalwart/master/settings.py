@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stalwart.config.validation import problems_from_error, render_problems
+from stalwart.environments.prepull import PrepullSettings
 from stalwart.errors import ConfigError
 from stalwart.master.slurm.settings import AgentManagerSettings, ResourceManager
 
@@ -102,6 +103,11 @@ class ClusterSettings(_Settings):
     )
     tick: float = Field(
         default=1.0, gt=0, description="Seconds between scheduling rounds when nothing happens."
+    )
+    prepull: PrepullSettings = Field(
+        default_factory=PrepullSettings,
+        description="The images each agent pool should hold before trials need them: sent to "
+        "agents with every sync; an agent with a container engine pulls what it lacks.",
     )
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.logring import LogRing
+from stalwart.master.services.prepull import PrepullPlans
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
 
@@ -160,6 +161,11 @@ class MasterState:
     """Held by whatever changes experiment, trial or allocation states (the cluster loop's
     rounds, agent syncs, users' state actions) so their read-decide-write steps never
     interleave. Hold it for one short transaction at a time; never around network calls."""
+    prepull: PrepullPlans = field(init=False)
+    """The agent pools' pre-pull plan (sent with every agent sync)."""
+
+    def __post_init__(self) -> None:
+        self.prepull = PrepullPlans.for_agents(self.settings.cluster.prepull, self.sessions)
 
 
 def allocation_key(allocation_id: str) -> str:

@@ -46,9 +46,15 @@ def _check_token(state: MasterState, request: Request) -> None:
 
 def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
     grace = state.settings.cluster.kill_grace
+    prepull = state.prepull.images(body.resource_pool)  # outside the lock: may query
     with state.lifecycle, state.sessions() as session:
         outcome = apply_sync(
-            session, agent_id, body, kill_grace=grace, registered=state.agent_reports
+            session,
+            agent_id,
+            body,
+            kill_grace=grace,
+            registered=state.agent_reports,
+            prepull=prepull,
         )
         live = list(
             session.scalars(
@@ -69,7 +75,12 @@ def _answer(state: MasterState, agent_id: str, body: SyncRequest) -> SyncOutcome
     """The answer after a long-poll woke up: read-only, so it never waits for a round."""
     with state.sessions() as session:
         return apply_sync(
-            session, agent_id, body, kill_grace=state.settings.cluster.kill_grace, record=False
+            session,
+            agent_id,
+            body,
+            kill_grace=state.settings.cluster.kill_grace,
+            record=False,
+            prepull=state.prepull.images(body.resource_pool),
         )
 
 

@@ -21,7 +21,7 @@ up), writing nothing. Nothing here talks to the network.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -36,6 +36,7 @@ from stalwart.master.db.tables import (
     utcnow,
 )
 from stalwart.master.services.agents import heartbeat, register_agent
+from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.logs import NewLog, add_logs
 from stalwart.master.transitions import set_allocation_state
 
@@ -71,8 +72,12 @@ def apply_sync(
     kill_grace: float,
     record: bool = True,
     registered: MutableMapping[str, object] | None = None,
+    prepull: Sequence[str] = (),
 ) -> SyncOutcome:
     """Record the agent's view and answer it (see the module docstring); commits.
+
+    ``prepull`` (the agent pool's pre-pull plan) travels in the answer as is. A container's
+    reported ``pull_seconds`` is stored on its allocation.
 
     ``registered`` (the master's memory of what each agent registered with) lets a sync that
     repeats its agent's report skip re-registering the slots. ``record=False`` only answers: it
@@ -125,6 +130,8 @@ def apply_sync(
         reported.add(key)
         row = rows.get(key)
         allocation = allocations.get(status.allocation_id)
+        if record and allocation is not None and row is not None:
+            record_pull_time(allocation, status.pull_seconds)
         if status.state == "EXITED":
             if record and row is not None and row.state != "EXITED":
                 row.state = "EXITED"
@@ -169,7 +176,11 @@ def apply_sync(
     if record:
         session.commit()
     response = SyncResponse(
-        start=start, kill=sorted(kill), forget=forget, kill_grace_seconds=kill_grace
+        start=start,
+        kill=sorted(kill),
+        forget=forget,
+        kill_grace_seconds=kill_grace,
+        prepull=list(prepull),
     )
     return SyncOutcome(response=response, changed=changed, log_tasks=frozenset(log_tasks))
 

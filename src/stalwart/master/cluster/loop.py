@@ -43,6 +43,7 @@ from typing import Protocol
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
+from stalwart.environments.images import DeviceType
 from stalwart.master.cluster.agent_sync import agent_key
 from stalwart.master.cluster.checkpoint_gc import collect_experiment
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
@@ -89,6 +90,10 @@ class BatchManager(Protocol):
     def sync(self) -> list[TrialExit]: ...
 
     def schedule(self) -> None: ...
+
+    def prepull_pools(self) -> Mapping[str, DeviceType]:
+        """The manager's resource pools with their slot types (for the pre-pull plan)."""
+        ...
 
 
 _SWEEP_SECONDS = 5.0

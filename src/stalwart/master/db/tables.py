@@ -278,6 +278,10 @@ class Allocation(Base):
     accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
     batch_job_id: Mapped[str | None] = mapped_column(String(64))
     """The batch system's job id (Slurm) once submitted; None on agents."""
+    pull_seconds: Mapped[float | None] = mapped_column(Float)
+    """Seconds spent pulling the task's image before it started, the longest over its
+    containers (None: nothing was pulled, or not known yet). Written only through
+    :func:`stalwart.master.services.allocations.record_pull_time`."""
 
 
 LIVE_CONTAINER_STATES = ("ASSIGNED", "STARTING", "RUNNING")

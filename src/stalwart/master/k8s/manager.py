@@ -41,10 +41,8 @@ from typing import Any
 from sqlalchemy import select
 
 from stalwart.agent.protocol import DeviceType
-from stalwart.environments.manifest import load_manifest
-from stalwart.environments.prepull import ExperimentImages, prepull_plan
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
-from stalwart.master.db.tables import Allocation, Container, Experiment
+from stalwart.master.db.tables import Allocation, Container
 from stalwart.master.k8s import allocations as rows
 from stalwart.master.k8s.client import (
     AlreadyExistsError,
@@ -73,6 +71,8 @@ from stalwart.master.k8s.prepull import (
 from stalwart.master.k8s.queue import RateLimitedApi
 from stalwart.master.k8s.settings import KubernetesSettings
 from stalwart.master.k8s.states import allocation_status, pod_view, pull_seconds
+from stalwart.master.services.allocations import record_pull_time
+from stalwart.master.services.prepull import plan_for, queued_experiment_images
 from stalwart.master.state import MasterState, task_logs_key
 from stalwart.master.transitions import set_allocation_state
 
@@ -376,6 +376,7 @@ class KubernetesManager:
             self._gang_since.pop(allocation.id, None)
             if rows.mark_running(session, allocation):
                 pulled = pull_seconds(views)
+                record_pull_time(allocation, pulled)
                 text = f"all {expected} pod(s) of Job {name} are running"
                 if pulled is not None:
                     text += f"; image pull and start took {pulled:.1f}s"
@@ -501,30 +502,22 @@ class KubernetesManager:
 
     # -- image pre-pull ---------------------------------------------------------------------
 
-    def prepull_pools(self, session: Any) -> tuple[dict[str, DeviceType], list[ExperimentImages]]:
-        """The pools to pre-pull for and the queued/active experiments' configs."""
+    def prepull_pools(self) -> dict[str, DeviceType]:
+        """The pools to pre-pull for (the default, the configured and the experiments' ones),
+        each with its slot type."""
         settings = self.state.settings
         names = {"default", *self.k8s.pool_slot_types}
         names |= {str(p.get("pool_name")) for p in settings.resource_pools if p.get("pool_name")}
-        experiments = [
-            ExperimentImages(pool or "default", config or {})
-            for pool, config in session.execute(
-                select(Experiment.resource_pool, Experiment.config).where(
-                    Experiment.state.in_(("ACTIVE", "PAUSED"))
-                )
-            ).all()
-        ]
-        names |= {e.pool for e in experiments}
-        return {name: self.k8s.pool_slot_type(name) for name in sorted(names)}, experiments
+        with self.sessions() as session:
+            names |= {e.pool for e in queued_experiment_images(session)}
+        return {name: self.k8s.pool_slot_type(name) for name in sorted(names)}
 
     def refresh_prepull(self) -> None:
         """Create, update or delete the pre-pull DaemonSets so they match the plan."""
         prepull = self.k8s.prepull
+        pools = self.prepull_pools()
         with self.sessions() as session:
-            pools, experiments = self.prepull_pools(session)
-        plan = prepull_plan(
-            load_manifest(), pools, experiments, include_defaults=prepull.include_manifest_defaults
-        )
+            plan = plan_for(session, pools, prepull)
         ns = self.k8s.namespace
         try:
             existing, _ = self.api.list("daemonsets", ns, f"{PREPULL_LABEL},{self.selector}")

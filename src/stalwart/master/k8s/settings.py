@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stalwart.environments.prepull import PrepullSettings as PlanSettings
+
 __all__ = ["K8S_AGENT", "KubernetesSettings", "PrepullSettings", "SlotResources"]
 
 K8S_AGENT = "kubernetes"
@@ -31,22 +33,16 @@ class SlotResources(_Settings):
     )
 
 
-class PrepullSettings(_Settings):
+class PrepullSettings(PlanSettings):
     """The image pre-pull DaemonSets (one per resource pool)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(default=True, description="Keep a pre-pull DaemonSet per pool.")
     pause_image: str = Field(
         default="registry.k8s.io/pause:3.9",
         description="The tiny container each pre-pull pod keeps running once its init "
         "containers pulled every image.",
-    )
-    include_manifest_defaults: bool = Field(
-        default=True,
-        description="Pre-pull the manifest's default images (`stalwart envs table`) of the "
-        "pool's slot type as well as the images of queued and active experiments.",
-    )
-    refresh_seconds: float = Field(
-        default=30.0, gt=0, description="Seconds between two recomputations of the plan."
     )
     priority_class: str | None = Field(
         default=None, description="priorityClassName of the pre-pull pods (None: none)."

@@ -185,6 +185,17 @@ def set_accelerator_data(session: Session, allocation_id: str, data: dict[str, A
     session.flush()
 
 
+def record_pull_time(allocation: Allocation, seconds: float | None) -> bool:
+    """Store how long a container of ``allocation`` spent pulling its image; the allocation
+    keeps the longest (its start waited for every container). True when the value changed."""
+    if seconds is None or (allocation.pull_seconds or 0.0) >= seconds > 0.0:
+        return False
+    if seconds <= 0.0 and allocation.pull_seconds is not None:
+        return False
+    allocation.pull_seconds = round(seconds, 3)
+    return True
+
+
 # --- containers and rendezvous ------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType, TaskSpec
+from stalwart.environments.prepull import experiment_image
 from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
@@ -113,13 +114,6 @@ def _user_environment(config: Mapping[str, Any], device: DeviceType) -> dict[str
         if key:
             out[key] = value
     return out
-
-
-def _image(config: Mapping[str, Any], device: DeviceType) -> str:
-    image = (config.get("environment") or {}).get("image")
-    if isinstance(image, Mapping):
-        return str(image.get(device) or "")
-    return str(image or "")
 
 
 def allocation_task_specs(
@@ -254,7 +248,8 @@ def trial_task_specs(
                 container_id=cid,
                 slot_ids=list(plan.slot_ids),
                 device_type=device_type,
-                image=_image(config, device_type),
+                image=experiment_image(config, device_type) or "",
+                force_pull_image=bool((config.get("environment") or {}).get("force_pull_image")),
                 argv=argv,
                 env=env,
                 info_files={

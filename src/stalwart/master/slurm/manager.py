@@ -49,6 +49,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from stalwart.hpc.errors import HpcCommandError, SchedulerArgsError
+from stalwart.hpc.layout import SlotType
 from stalwart.hpc.pbs.client import PbsClient
 from stalwart.hpc.slurm.client import SlurmClient
 from stalwart.hpc.slurm.partitions import PartitionPool
@@ -143,6 +144,10 @@ class HpcManager:
                 else:
                     self._pools = {pool.name: pool for pool in found}
             return list(self._pools.values())
+
+    def prepull_pools(self) -> dict[str, SlotType]:
+        """Each partition with its slot type (the pools ``GET /api/v1/prepull`` plans for)."""
+        return {pool.name: pool.slot_type for pool in self.pools()}
 
     # -- sync (loop step 2) -----------------------------------------------------------------
 

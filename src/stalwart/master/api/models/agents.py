@@ -342,6 +342,11 @@ class V1Allocation(WireModel):
     end_time: str | None = Field(default=None, description="End (RFC 3339).")
     exit_reason: str | None = Field(default=None, description="Why it ended.")
     status_code: int | None = Field(default=None, description="Exit code.")
+    image_pull_seconds: float | None = Field(
+        default=None,
+        description="Stalwart: seconds spent pulling the image before the task started (the "
+        "longest over its containers; null: nothing pulled, or not known).",
+    )
 
 
 class V1Task(WireModel):
@@ -370,6 +375,7 @@ def allocation_to_wire(allocation: Allocation) -> V1Allocation:
         end_time=wire_time(allocation.end_time),
         exit_reason=allocation.exit_reason,
         status_code=allocation.exit_code,
+        image_pull_seconds=allocation.pull_seconds,
     )
 
 

@@ -35,6 +35,14 @@ function syncCharts(box, charts, kind) {
   for (const stale of existing.values()) stale.remove();
 }
 
+/** The image pull time of the trial's latest run that pulled ("none" when no run pulled). */
+export function imagePull(allocations) {
+  const pulled = allocations.filter((a) => typeof a.imagePullSeconds === "number");
+  if (!pulled.length) return allocations.length ? "none" : "–";
+  const last = pulled[pulled.length - 1].imagePullSeconds;
+  return pulled.length > 1 ? `${last.toFixed(1)} s (latest of ${pulled.length} runs)` : `${last.toFixed(1)} s`;
+}
+
 export function trialPage(id) {
   const back = h("p", {}, h("a", { href: "#/experiments" }, "← Experiments"));
   const title = h("h1", {}, `Trial ${id}`);
@@ -67,11 +75,13 @@ export function trialPage(id) {
     setText(title, `Trial ${t.id} of experiment ${exp}`);
     document.title = `Trial ${t.id} · Stalwart`;
     const latest = t.latestValidation?.metrics?.avgMetrics || {};
+    const task = t.taskId ? await api.get(`/tasks/${encodeURIComponent(t.taskId)}`).catch(() => null) : null;
     const facts = [
       ["State", short(t.state)], ["Batches", String(t.totalBatchesProcessed ?? 0)],
       ["Restarts", String(t.restarts ?? 0)], ["Searcher metric", fmt(t.searcherMetricValue)],
       ["Started", t.startTime ? new Date(t.startTime).toLocaleString() : "–"],
       ["Ended", t.endTime ? new Date(t.endTime).toLocaleString() : "–"],
+      ["Image pull", imagePull(task?.task?.allocations || [])],
       ...Object.entries(t.hparams || {}).map(([k, v]) => [k, typeof v === "number" ? fmt(v) : JSON.stringify(v)]),
       ...Object.entries(latest).filter(([, v]) => typeof v === "number").map(([k, v]) => [`Latest validation ${k}`, fmt(v)]),
     ];
