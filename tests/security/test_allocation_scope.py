@@ -4,6 +4,7 @@ never the user APIs."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from stalwart.master.db.tables import Allocation, utcnow
 from tests.master.test_allocations_api import (
     TrialEnv,
     add_trial,
@@ -172,3 +174,30 @@ def test_a_task_never_reaches_the_user_apis(
     resp = client.request(method, concrete, json=body, headers=task_headers(own.token))
     assert resp.status_code == 403, resp.text
     assert "a task's token reaches only" in resp.json()["message"]
+
+
+def test_a_token_stops_working_once_its_allocation_has_ended(
+    client: TestClient, pair: Pair
+) -> None:
+    """Calls in flight at the end still land (a two-minute grace); a leaked token of a run that
+    ended is refused with the reason, while the other runs' tokens keep working."""
+    own = pair.own
+    state = state_of(client)
+    path = f"/api/v1/allocations/{own.allocation_id}/signals/preemption"
+
+    def end(ago: dt.timedelta) -> None:
+        with state.sessions() as session:
+            allocation = session.get(Allocation, own.allocation_id)
+            assert allocation is not None
+            allocation.state = "TERMINATED"
+            allocation.end_time = utcnow() - ago
+            session.commit()
+
+    end(dt.timedelta(seconds=5))
+    assert client.get(path, headers=task_headers(own.token)).status_code == 200
+    end(dt.timedelta(minutes=5))
+    refused = client.get(path, headers=task_headers(own.token))
+    assert refused.status_code == 401, refused.text
+    assert f"allocation {own.allocation_id} ended" in refused.json()["message"]
+    sibling = f"/api/v1/allocations/{pair.sibling.allocation_id}/signals/preemption"
+    assert client.get(sibling, headers=task_headers(pair.sibling.token)).status_code == 200

@@ -41,6 +41,7 @@ class World:
     team_project: int
     team_workspace: int
     experiments: dict[str, int] = field(default_factory=dict)
+    allocations: dict[str, str] = field(default_factory=dict)
 
     def new_experiment(self, where: str) -> int:
         """A new experiment owned by alice (Uncategorized) or mia (team), with one trial."""
@@ -107,6 +108,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             w.experiments[where] = w.new_experiment(where)
             env = add_trial(state_of(client), w.experiments[where])
             w.ids[f"{where}-trial"] = env.trial_id
+            w.allocations[where] = env.allocation_id
         yield w
 
 
@@ -166,6 +168,8 @@ def test_who_sees_an_experiment(world: World, who: str, where: str, allowed: boo
     assert metrics.status_code == expected, metrics.text
     listed = world.client.get("/api/v1/experiments", headers=headers).json()["experiments"]
     assert (experiment in {e["id"] for e in listed}) is allowed
+    running = world.client.get("/api/v1/tasks", headers=headers).json()["allocationIdToSummary"]
+    assert (world.allocations[where] in running) is allowed
 
 
 CREATES = [

@@ -89,12 +89,23 @@ def endpoint_name(request: Request) -> str | None:
     return f"{endpoint.__module__}.{endpoint.__name__}"
 
 
+ENDED_ALLOCATION_GRACE = dt.timedelta(seconds=120)
+"""How long an allocation's token keeps working after the allocation ended: calls in flight
+when it ended, and a batch launcher's exit report that trails the scheduler's news, still land."""
+
+
 def _allocation_caller(request: Request, session: Session, token: str) -> Caller:
     allocation = session.scalar(
         select(Allocation).where(Allocation.token_sha256 == token_sha256(token))
     )
     if allocation is None:
         raise UnauthenticatedError("invalid allocation token")
+    ended = allocation.end_time
+    if ended is not None and utcnow() - ended > ENDED_ALLOCATION_GRACE:
+        raise UnauthenticatedError(
+            f"allocation {allocation.id} ended at {ended.isoformat()}: its token no longer "
+            "works (a task's calls belong to its own run; a new run gets a new token)"
+        )
     task = session.get(Task, allocation.task_id)
     owner = session.get(User, task.owner_id) if task and task.owner_id else None
     if task is None or owner is None:

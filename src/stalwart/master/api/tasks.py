@@ -10,7 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import NotFoundError
-from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master import policy
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep
 from stalwart.master.api.models.agents import (
     AcceleratorData,
     GetTaskAcceleratorDataResponse,
@@ -41,14 +42,31 @@ def _priority(session: Session, task: Task | None, cache: dict[int, int | None])
     return cache[task.experiment_id]
 
 
+def _hidden_tasks(session: Session, caller: Caller) -> set[str]:
+    """Tasks of experiments in workspaces the caller may not see (usually none)."""
+    hidden = policy.hidden_project_ids(session, caller.user)
+    if not hidden:
+        return set()
+    query = (
+        select(Task.task_id)
+        .join(Experiment, Experiment.id == Task.experiment_id)
+        .where(Experiment.project_id.in_(hidden))
+    )
+    return set(session.scalars(query))
+
+
 @router.get("/tasks", response_model=GetTasksResponse)
-def get_tasks(_caller: CallerDep, session: SessionDep) -> GetTasksResponse:
-    """Every live (not yet terminated) allocation, by allocation id."""
-    live = list(
-        session.scalars(
+def get_tasks(caller: CallerDep, session: SessionDep) -> GetTasksResponse:
+    """Every live (not yet terminated) allocation the caller may see, by allocation id (those
+    of experiments in workspaces where the caller's role is ``none`` are left out)."""
+    hidden = _hidden_tasks(session, caller)
+    live = [
+        allocation
+        for allocation in session.scalars(
             select(Allocation).where(Allocation.state != "TERMINATED").order_by(Allocation.id)
         )
-    )
+        if allocation.task_id not in hidden
+    ]
     held: dict[str, list[Slot]] = {}
     if live:
         rows = session.scalars(
