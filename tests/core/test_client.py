@@ -159,3 +159,13 @@ def test_close_wakes_a_retry_wait() -> None:
     assert isinstance(failure[0], SessionClosedError)
     with pytest.raises(SessionClosedError):
         session.get("/api/v1/me")
+
+
+def test_a_master_error_survives_pickling_with_its_status() -> None:
+    """Errors cross process boundaries (multiprocessing pools, torch workers) intact."""
+    import pickle
+
+    error = MasterAPIError("the master said no", status=418)
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, MasterAPIError)
+    assert (str(copy), copy.status) == ("the master said no", 418)

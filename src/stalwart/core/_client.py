@@ -68,6 +68,15 @@ class MasterAPIError(errors.StalwartError):
         super().__init__(message)
         self.status = status
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable (a worker process or pool re-raises it elsewhere) despite the keyword-only
+        # status, which the default (``cls(*args)``) would lose.
+        return (_master_api_error, (str(self), self.status))
+
+
+def _master_api_error(message: str, status: int) -> MasterAPIError:
+    return MasterAPIError(message, status=status)
+
 
 class MasterUnreachableError(errors.StalwartError):
     """The master did not answer before the request's deadline."""
