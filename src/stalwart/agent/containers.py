@@ -5,6 +5,11 @@ The engine's CLI runs attached (``docker run --rm ...``) as the process that
 code the container's (125-127 are the engine's own failures). Stopping goes through the
 engine (``docker kill``), since a signal to the CLI does not reach a container reliably.
 
+Before ``run``, :meth:`ContainerRunner.pull_image` pulls the image when the engine lacks it
+(``<engine> image inspect`` fails) or the task asks for ``force_pull_image``
+(:class:`~stalwart.agent.images.EngineImages`); the daemon runs it in a thread of its own and
+reports the seconds it took as ``ContainerStatus.pull_seconds``.
+
 Environment values never appear on the command line (where ``ps`` shows them to every user):
 the argv names each variable (``-e NAME``) and the CLI process carries the values.
 """
@@ -17,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from stalwart.agent.images import EngineImages
 from stalwart.agent.protocol import DeviceType, TaskSpec
-from stalwart.agent.runner import ContainerStartError, Handle, ProcessRunner
+from stalwart.agent.runner import ContainerStartError, Handle, OutputSink, ProcessRunner
 from stalwart.agent.workspace import Workspace, node_env
 
 __all__ = [
@@ -103,11 +109,28 @@ def container_env(spec: TaskSpec, *, master_url: str, agent_id: str) -> dict[str
 class ContainerRunner(ProcessRunner):
     """Runs each container with ``docker`` or ``podman`` (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, master_url: str, agent_id: str) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        master_url: str,
+        agent_id: str,
+        images: EngineImages | None = None,
+    ) -> None:
         self.engine: Engine = engine
         self.master_url = master_url
         self.agent_id = agent_id
+        self.images = images or EngineImages(engine)
         self._helpers: list[subprocess.Popen[bytes]] = []
+
+    def needs_image(self, spec: TaskSpec) -> bool:
+        return bool(spec.image)
+
+    def pull_image(self, spec: TaskSpec, sink: OutputSink) -> float | None:
+        """Pull the image when the engine lacks it, or always with ``force_pull_image``."""
+        if not spec.image:
+            raise ContainerStartError(f"{self.engine}: the task names no image")
+        return self.images.ensure(spec.image, force=spec.force_pull_image, sink=sink)
 
     def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
         if not spec.image:

@@ -14,6 +14,13 @@ methods the sync loop (:mod:`stalwart.agent.loop`) calls from one thread:
 
 A container that cannot start is reported EXITED with ``exit_code`` null and an
 ``exit_reason``. Nothing here kills a container because the master went away.
+
+Images: when the runner needs one (:meth:`Runner.needs_image`, docker/podman), the container
+stays STARTING while a thread of its own runs :meth:`Runner.pull_image` (a pull may take
+minutes, and the sync loop must keep syncing meanwhile); :meth:`Daemon.refresh` starts it once
+the pull is done, and every later report carries ``pull_seconds``. A kill while it pulls ends it
+at once ("killed before it started"; the pull itself runs on). Each answer's ``prepull`` list
+goes to the :class:`~stalwart.agent.prepull.Prepuller`, when the agent has one.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +37,7 @@ from typing import Literal
 
 import stalwart
 from stalwart.agent.logs import ContainerLog, LogContext, as_log_line
+from stalwart.agent.prepull import Prepuller
 from stalwart.agent.protocol import (
     ContainerStatus,
     LogLine,
@@ -42,6 +51,7 @@ from stalwart.agent.settings import AgentSettings
 from stalwart.agent.shipper import LogShipper
 from stalwart.agent.workspace import (
     FetchContext,
+    Workspace,
     choose_python,
     prepare_workspace,
     remove_workspace,
@@ -70,6 +80,11 @@ class Container:
     exited_at: float = 0.0
     exit_mark: int = 0
     last_lines: list[LogLine] | None = None  # taken from the shipper, sent with the exit
+    # Its image (runners that need one): pulled by a thread of its own while STARTING.
+    workspace: Workspace | None = None
+    pulled: threading.Event | None = None  # set by the pull thread when it is done
+    pull_error: str | None = None
+    pull_seconds: float | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -86,12 +101,14 @@ class Container:
                 exit_code=self.exit_code,
                 exit_reason=self.exit_reason,
                 logs=self.last_lines or [],
+                pull_seconds=self.pull_seconds,
             )
         return ContainerStatus(
             allocation_id=self.spec.allocation_id,
             rank=self.spec.rank,
             state="STARTING" if self.phase == "STARTING" else "RUNNING",
             pid=self.handle.pid if self.handle else None,
+            pull_seconds=self.pull_seconds,
         )
 
 
@@ -119,6 +136,7 @@ class Daemon:
         base_env: Mapping[str, str],
         python: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        prepuller: Prepuller | None = None,
     ) -> None:
         self.settings = settings
         self.slots = slots
@@ -128,7 +146,9 @@ class Daemon:
         self.base_env = dict(base_env)
         self.python = python or Path(sys.executable)
         self.clock = clock
+        self.prepuller = prepuller
         self.containers: dict[tuple[str, int], Container] = {}
+        self._launched = False
 
     # --- the view ------------------------------------------------------------------------------
 
@@ -144,8 +164,21 @@ class Daemon:
         )
 
     def refresh(self) -> bool:
-        """Poll the runner; True when a reported state changed (an exit became EXITED)."""
+        """Poll the runner; True when a reported state changed (an exit became EXITED).
+
+        Containers whose image is pulled start here (see :meth:`take_launched`)."""
         changed = False
+        for container in self.containers.values():
+            if (
+                container.phase == "STARTING"
+                and container.pulled is not None
+                and container.pulled.is_set()
+            ):
+                if container.pull_error is not None:
+                    self._start_failed(container, container.pull_error)
+                elif container.workspace is not None:
+                    self._launch(container, container.workspace)
+                    self._launched = True
         now = self.clock()
         for container in self.containers.values():
             if container.phase == "RUNNING" and container.handle is not None:
@@ -172,6 +205,12 @@ class Daemon:
                 changed = True
         return changed
 
+    def take_launched(self) -> bool:
+        """Whether :meth:`refresh` started containers (their image pulled) since the last call:
+        news for the master (RUNNING), though no exit."""
+        launched, self._launched = self._launched, False
+        return launched
+
     def _take_last_lines(self, container: Container) -> bool:
         """Take the container's unshipped lines for its exit report; whether that worked."""
         entries = container.log.hand_over(self.settings.log_batch_lines)
@@ -196,6 +235,8 @@ class Daemon:
     def apply(self, response: SyncResponse) -> bool:
         """Carry out a response; True when it started anything (the master must hear of it;
         a kill is heard of with the exit, and a forget needs no answer)."""
+        if self.prepuller is not None:
+            self.prepuller.offer(response.prepull)
         for allocation_id in response.kill:
             self._kill(allocation_id, response.kill_grace_seconds)
         for spec in response.start:  # before forgetting: removing a workspace takes a while
@@ -227,21 +268,64 @@ class Daemon:
                 python=choose_python(spec.image, self.settings.pythons, self.python),
                 base_env=self.base_env,
             )
-            container.handle = self.runner.start(spec, workspace, stream.line)
+            needs_image = self.runner.needs_image(spec)
+        except Exception as exc:  # sorted out by _start_error
+            self._start_error(container, exc)
+            return
+        if not needs_image:
+            self._launch(container, workspace)
+            return
+        container.workspace = workspace
+        container.pulled = threading.Event()
+        threading.Thread(
+            target=self._pull,
+            args=(container,),
+            name=f"pull {spec.allocation_id}/{spec.rank}",
+            daemon=True,
+        ).start()
+
+    def _pull(self, container: Container) -> None:
+        """The pull thread of one container: :meth:`Runner.pull_image`, then a hint to the
+        loop; :meth:`refresh` starts the container (or fails it)."""
+        spec = container.spec
+        try:
+            container.pull_seconds = self.runner.pull_image(spec, container.log.line)
         except (StalwartError, OSError) as exc:
-            self._start_failed(container, str(exc))
+            container.pull_error = str(exc)
         except Exception as exc:  # a bug must not take the agent down with it
-            log.exception("starting %s/%d failed", spec.allocation_id, spec.rank)
-            self._start_failed(container, f"internal error: {type(exc).__name__}: {exc}")
-        else:
-            container.phase = "RUNNING"
-            log.info(
-                "started %s/%d (pid %d): %s",
-                spec.allocation_id,
-                spec.rank,
-                container.handle.pid,
-                " ".join(spec.argv),
-            )
+            log.exception("pulling the image of %s/%d failed", spec.allocation_id, spec.rank)
+            container.pull_error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            assert container.pulled is not None
+            container.pulled.set()
+            hint = self.runner.on_exit
+            if hint is not None:
+                hint()
+
+    def _launch(self, container: Container, workspace: Workspace) -> None:
+        spec = container.spec
+        try:
+            container.handle = self.runner.start(spec, workspace, container.log.line)
+        except Exception as exc:  # sorted out by _start_error
+            self._start_error(container, exc)
+            return
+        container.phase = "RUNNING"
+        log.info(
+            "started %s/%d (pid %d): %s",
+            spec.allocation_id,
+            spec.rank,
+            container.handle.pid,
+            " ".join(spec.argv),
+        )
+
+    def _start_error(self, container: Container, exc: Exception) -> None:
+        """Fail a container whose start raised ``exc`` (called in the ``except`` block)."""
+        if isinstance(exc, (StalwartError, OSError)):
+            self._start_failed(container, str(exc))
+            return
+        # A bug must not take the agent down with it.
+        log.exception("starting %s/%d failed", container.spec.allocation_id, container.spec.rank)
+        self._start_failed(container, f"internal error: {type(exc).__name__}: {exc}")
 
     def _start_failed(self, container: Container, reason: str) -> None:
         container.exit_reason = f"failed to start: {reason}"
@@ -249,6 +333,9 @@ class Daemon:
 
     def _kill(self, allocation_id: str, grace: float) -> None:
         for container in self.containers.values():
+            if container.spec.allocation_id == allocation_id and container.phase == "STARTING":
+                self._kill_unstarted(container)
+                continue
             if (
                 container.spec.allocation_id != allocation_id
                 or container.phase != "RUNNING"
@@ -259,6 +346,11 @@ class Daemon:
             container.log.agent_line(f"stopping container: SIGTERM, SIGKILL after {grace:g}s")
             container.kill_at = self.clock() + grace
             self.runner.terminate(container.handle)
+
+    def _kill_unstarted(self, container: Container) -> None:
+        """End a container still waiting for its image (the pull runs on; it is not started)."""
+        container.exit_reason = "killed before it started"
+        self._exiting(container, "container killed while its image was being pulled")
 
     def _forget(self, key: str) -> None:
         allocation_id, _, rank = key.rpartition("/")
@@ -281,10 +373,15 @@ class Daemon:
             running = sum(c.phase == "RUNNING" for c in self.containers.values())
             if running:
                 log.info("leaving %d container(s) running", running)
+            pulling = sum(c.phase == "STARTING" for c in self.containers.values())
+            if pulling:
+                log.info("dropping %d container(s) still waiting for their image", pulling)
             return
         deadline = self.clock() + grace
         for container in self.containers.values():
-            if container.phase == "RUNNING" and container.handle is not None:
+            if container.phase == "STARTING":
+                self._kill_unstarted(container)
+            elif container.phase == "RUNNING" and container.handle is not None:
                 container.kill_at = deadline
                 self.runner.terminate(container.handle)
         give_up = deadline + self.settings.exit_log_wait_seconds + 1.0

@@ -40,7 +40,9 @@ from pydantic import ValidationError
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
 from stalwart.agent.daemon import Daemon
+from stalwart.agent.images import EngineImages
 from stalwart.agent.isolation import probe
+from stalwart.agent.prepull import Prepuller
 from stalwart.agent.protocol import (
     AGENT_TOKEN_HEADER,
     SlotInfo,
@@ -184,6 +186,10 @@ class AgentLoop:
             self._dirty = self._exits = True
             if self._outage is None:
                 self._due = 0.0
+        if daemon.take_launched():  # started after their image pull: report them RUNNING now
+            self._dirty = True
+            if self._outage is None:
+                self._due = 0.0
         if inflight is not None and self._dirty and not self._news_inflight:
             inflight.cancel()  # report the change now rather than after the long-poll
             with contextlib.suppress(asyncio.CancelledError, MasterUnavailableError):
@@ -296,18 +302,23 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
 def create_agent(
     settings: AgentSettings, slots: list[SlotInfo], base_env: Mapping[str, str] | None = None
 ) -> AgentLoop:
-    """Wire the pieces for ``settings``: runner, log shipper, context download, daemon."""
+    """Wire the pieces for ``settings``: runner, log shipper, context download, daemon (and,
+    with a container engine, the images it shares with the pre-puller)."""
     runner: Runner
+    prepuller: Prepuller | None = None
     if settings.container_runtime == "none":
         runner = _process_runner(settings)
         for name in kill_leftovers(settings.home):
             log.warning("killed task %s, left running by an earlier life of this agent", name)
     else:
+        images = EngineImages(settings.container_runtime)
         runner = ContainerRunner(
             settings.container_runtime,
             master_url=settings.master_url,
             agent_id=settings.agent_id,
+            images=images,
         )
+        prepuller = Prepuller(images)
     shipper = LogShipper(
         settings.master_url,
         batch_lines=settings.log_batch_lines,
@@ -344,5 +355,7 @@ def create_agent(
         shipper=shipper,
         fetch=fetch,
         base_env=dict(os.environ if base_env is None else base_env),
+        prepuller=prepuller,
     )
-    return AgentLoop(daemon, on_close=[http.close])
+    on_close = [http.close] if prepuller is None else [prepuller.close, http.close]
+    return AgentLoop(daemon, on_close=on_close)

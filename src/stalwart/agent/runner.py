@@ -141,9 +141,22 @@ class Runner(ABC):
     - ``on_exit``, when set, is called from a runner thread soon after a container's main
       process exits: a hint to :meth:`poll` now rather than at the next tick (it must be
       thread-safe and must not block).
+    - Runners that start images (:class:`~stalwart.agent.containers.ContainerRunner`) say so
+      with :meth:`needs_image`; the caller then runs :meth:`pull_image` in a thread of its own
+      before :meth:`start` (a pull may take minutes). :meth:`pull_image` is thread-safe.
     """
 
     on_exit: Callable[[], None] | None = None
+
+    def needs_image(self, spec: TaskSpec) -> bool:
+        """Whether :meth:`pull_image` must run before :meth:`start` (default: never)."""
+        return False
+
+    def pull_image(self, spec: TaskSpec, sink: OutputSink) -> float | None:
+        """Make sure the container's image is on the node (blocking; any thread): the seconds
+        spent pulling it, or None when nothing was pulled. Output lines go to ``sink``. Raises
+        ContainerStartError when the image cannot be had."""
+        return None
 
     @abstractmethod
     def start(self, spec: TaskSpec, workspace: Workspace, sink: OutputSink) -> Handle:

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""A fake ``docker`` / ``podman`` CLI for the agent's tests (standard library only).
+
+The ``fake_engine`` fixture (``tests/agent/test_pull.py``) installs it on ``PATH`` as ``docker``
+and ``podman``. Its state lives in ``$STALWART_FAKE_ENGINE_DIR``:
+
+- ``images/<quoted name>``: the images pulled so far;
+- ``calls.jsonl``: one JSON list per invocation (its arguments), so tests can count pulls;
+- ``containers/<name>.pid``: the host process of each running ``--name``.
+
+Commands, with the real engines' exit codes and messages:
+
+- ``pull IMAGE``: sleeps ``$STALWART_FAKE_PULL_SECONDS`` (default 0.2), prints docker-like
+  progress and records the image. An image whose name contains ``missing`` fails with the
+  registry's "manifest unknown" on stderr (exit 1).
+- ``image inspect IMAGE``: exit 0 with a JSON description when pulled, else exit 1 with
+  ``Error: No such image: IMAGE``.
+- ``run [OPTIONS] IMAGE ARGV...``: exit 125 "Unable to find image" unless pulled (the agent
+  pulls first, and a real ``run`` would pull behind its back); else runs ARGV as a host process
+  in the host side of ``-w`` (through the ``-v HOST:CONTAINER`` mounts) with the variables
+  named by ``-e NAME`` (values from the CLI's environment) plus the CLI's ``PATH`` (standing in
+  for the image's), and exits with its code (128 + N when killed by signal N, as docker does).
+- ``kill --signal SIG NAME``: signals the process of ``--name NAME``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+# run's options that take a value (every other option is a flag)
+_VALUED = {
+    "--name",
+    "--network",
+    "--shm-size",
+    "--label",
+    "-v",
+    "--volume",
+    "-w",
+    "--workdir",
+    "-e",
+    "--env",
+    "--gpus",
+    "--device",
+    "--group-add",
+}
+
+
+def _state() -> Path:
+    root = Path(os.environ["STALWART_FAKE_ENGINE_DIR"])
+    for sub in ("images", "containers"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _image_file(state: Path, image: str) -> Path:
+    return state / "images" / quote(image, safe="")
+
+
+def _pull(state: Path, image: str) -> int:
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+    print(f"{tag}: Pulling from {repo}", flush=True)
+    time.sleep(float(os.environ.get("STALWART_FAKE_PULL_SECONDS", "0.2")))
+    if "missing" in image:
+        print(
+            f"Error response from daemon: manifest for {image} not found: manifest unknown: "
+            "manifest unknown",
+            file=sys.stderr,
+        )
+        return 1
+    digest = hashlib.sha256(image.encode()).hexdigest()
+    print("0123456789ab: Pull complete", flush=True)
+    print(f"Digest: sha256:{digest}")
+    print(f"Status: Downloaded newer image for {image}")
+    print(image)
+    _image_file(state, image).write_text(digest)
+    return 0
+
+
+def _inspect(state: Path, image: str) -> int:
+    path = _image_file(state, image)
+    if not path.exists():
+        print("[]")
+        print(f"Error: No such image: {image}", file=sys.stderr)
+        return 1
+    print(json.dumps([{"Id": f"sha256:{path.read_text()}", "RepoTags": [image]}], indent=4))
+    return 0
+
+
+def _host_path(path: str, mounts: list[tuple[str, str]]) -> str:
+    """The host side of a container path, through the longest matching mount."""
+    for host, inside in sorted(mounts, key=lambda m: len(m[1]), reverse=True):
+        if path == inside or path.startswith(inside.rstrip("/") + "/"):
+            return host + path[len(inside.rstrip("/")) :]
+    return path
+
+
+def _run(state: Path, args: list[str]) -> int:
+    name, workdir = "", "/"
+    mounts: list[tuple[str, str]] = []
+    env_names: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        option = args[i]
+        value = args[i + 1] if option in _VALUED and i + 1 < len(args) else ""
+        i += 2 if option in _VALUED else 1
+        if option == "--name":
+            name = value
+        elif option in ("-w", "--workdir"):
+            workdir = value
+        elif option in ("-v", "--volume"):
+            host, _, inside = value.partition(":")
+            mounts.append((host, inside.split(":")[0]))
+        elif option in ("-e", "--env"):
+            env_names.append(value)
+    if i >= len(args):
+        print('"docker run" requires at least 1 argument.', file=sys.stderr)
+        return 125
+    image, argv = args[i], args[i + 1 :]
+    if not _image_file(state, image).exists():
+        print(f"Unable to find image '{image}' locally", file=sys.stderr)
+        return 125
+    env = {key: os.environ[key] for key in env_names if key in os.environ}
+    env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+    try:
+        proc = subprocess.Popen(argv, cwd=_host_path(workdir, mounts), env=env)
+    except OSError as exc:
+        print(f"docker: Error response from daemon: {exc}", file=sys.stderr)
+        return 127
+    pid_file = state / "containers" / f"{name}.pid"
+    if name:
+        pid_file.write_text(str(proc.pid))
+    try:
+        code = proc.wait()
+    finally:
+        if name:
+            pid_file.unlink(missing_ok=True)
+    return 128 - code if code < 0 else code
+
+
+def _kill(state: Path, args: list[str]) -> int:
+    signame, names = "KILL", []
+    i = 0
+    while i < len(args):
+        if args[i] in ("--signal", "-s"):
+            signame = args[i + 1]
+            i += 2
+        else:
+            names.append(args[i])
+            i += 1
+    code = 0
+    for name in names:
+        try:
+            pid = int((state / "containers" / f"{name}.pid").read_text())
+            os.kill(pid, signal.Signals["SIG" + signame.removeprefix("SIG")])
+        except (OSError, ValueError):
+            print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
+            code = 1
+    return code
+
+
+def main(args: list[str]) -> int:
+    state = _state()
+    with (state / "calls.jsonl").open("a", encoding="utf-8") as calls:
+        calls.write(json.dumps(args) + "\n")
+    match args:
+        case ["pull", image]:
+            return _pull(state, image)
+        case ["image", "inspect", image]:
+            return _inspect(state, image)
+        case ["run", *rest]:
+            return _run(state, rest)
+        case ["kill", *rest]:
+            return _kill(state, rest)
+    print(f"fake engine: unsupported command {args}", file=sys.stderr)
+    return 125
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
