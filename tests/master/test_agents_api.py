@@ -10,11 +10,11 @@ from fastapi.testclient import TestClient
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError
 from stalwart.master.app import create_app
-from stalwart.master.db.tables import Allocation, Slot
+from stalwart.master.db.tables import Allocation, Slot, Trial
 from stalwart.master.services import agents as agent_service
 from stalwart.master.services.allocations import container_id
 from stalwart.master.state import MasterState
-from stalwart.master.transitions import set_allocation_state
+from stalwart.master.transitions import set_allocation_state, set_trial_state
 from tests.master.conftest import login, make_settings
 from tests.master.test_allocations_api import (
     TrialEnv,
@@ -194,6 +194,26 @@ def test_one_task_with_its_allocations(
         "slots": 1,
     }
     assert client.get("/api/v1/tasks/nope", headers=admin).status_code == 404
+    assert task["endTime"] is None
+
+
+def test_a_trials_task_ends_with_the_trial(
+    client: TestClient, admin: dict[str, str], busy: TrialEnv
+) -> None:
+    state: MasterState = client.app.state.master  # type: ignore[attr-defined]
+
+    def move(to: str) -> str | None:
+        with state.sessions() as session:
+            trial = session.get(Trial, busy.trial_id)
+            assert trial is not None
+            set_trial_state(session, trial, to)
+            session.commit()
+        answer = client.get(f"/api/v1/tasks/{busy.task_id}", headers=admin).json()
+        end: str | None = answer["task"]["endTime"]
+        return end
+
+    assert move("STOPPING_KILLED") is None
+    assert move("CANCELED") is not None  # `det task list` shows when it ended
 
 
 def test_enable_and_disable_need_an_admin(

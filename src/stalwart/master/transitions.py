@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidTransitionError
-from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Trial, utcnow
+from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Task, Trial, utcnow
 
 __all__ = [
     "ALLOCATION_STATES",
@@ -156,10 +156,13 @@ def set_trial_state(session: Session, trial: Trial, new: str) -> bool:
     if old == new:
         return False
     trial.state = new
+    task = session.get(Task, trial.task_id) if trial.task_id else None
     if new in TRIAL_TERMINAL:
         trial.end_time = utcnow()
     elif new == "ACTIVE":
         trial.end_time = None
+    if task is not None:  # a trial's task ends (and reopens) with it
+        task.end_time = trial.end_time
     _queue(session, StateChanged("trial", str(trial.id), old, new))
     return True
 
