@@ -12,7 +12,12 @@ Commands, with the real engines' exit codes and messages:
 
 - ``pull IMAGE``: sleeps ``$STALWART_FAKE_PULL_SECONDS`` (default 0.2), prints docker-like
   progress and records the image. An image whose name contains ``missing`` fails with the
-  registry's "manifest unknown" on stderr (exit 1).
+  registry's "manifest unknown" on stderr (exit 1). An image whose name contains ``private``
+  needs credentials for its registry (the first path part when it has a dot or a colon, else
+  Docker Hub) in the engine's config (``$DOCKER_CONFIG/config.json``, podman's
+  ``$REGISTRY_AUTH_FILE``) whose ``auth`` is base64 of ``$STALWART_FAKE_REGISTRY_LOGIN``
+  (default ``stalwart:s3cret``); otherwise "pull access denied" (exit 1). Each pull appends
+  the config file it read (or null) to ``auth.jsonl``.
 - ``image inspect IMAGE``: exit 0 with a JSON description when pulled, else exit 1 with
   ``Error: No such image: IMAGE``.
 - ``run [OPTIONS] IMAGE ARGV...``: exit 125 "Unable to find image" unless pulled (the agent
@@ -25,6 +30,7 @@ Commands, with the real engines' exit codes and messages:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -34,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
+
+DOCKER_HUB = "https://index.docker.io/v1/"
 
 # run's options that take a value (every other option is a flag)
 _VALUED = {
@@ -64,10 +72,41 @@ def _image_file(state: Path, image: str) -> Path:
     return state / "images" / quote(image, safe="")
 
 
+def _credentials_file() -> Path | None:
+    if "REGISTRY_AUTH_FILE" in os.environ:
+        return Path(os.environ["REGISTRY_AUTH_FILE"])
+    if "DOCKER_CONFIG" in os.environ:
+        return Path(os.environ["DOCKER_CONFIG"]) / "config.json"
+    return None
+
+
+def _logged_in(image: str, config: Path | None) -> bool:
+    first = image.split("/")[0]
+    registry = first if "/" in image and ("." in first or ":" in first) else DOCKER_HUB
+    try:
+        auths = json.loads(config.read_text())["auths"] if config else {}
+    except (OSError, ValueError, KeyError):
+        return False
+    login = os.environ.get("STALWART_FAKE_REGISTRY_LOGIN", "stalwart:s3cret")
+    wanted = base64.b64encode(login.encode()).decode()
+    return bool((auths.get(registry) or {}).get("auth") == wanted)
+
+
 def _pull(state: Path, image: str) -> int:
     repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+    config = _credentials_file()
+    with (state / "auth.jsonl").open("a", encoding="utf-8") as seen:
+        seen.write(json.dumps(str(config) if config else None) + "\n")
     print(f"{tag}: Pulling from {repo}", flush=True)
     time.sleep(float(os.environ.get("STALWART_FAKE_PULL_SECONDS", "0.2")))
+    if "private" in image and not _logged_in(image, config):
+        print(
+            f"Error response from daemon: pull access denied for {repo}, repository does not "
+            "exist or may require 'docker login': denied: requested access to the resource is "
+            "denied",
+            file=sys.stderr,
+        )
+        return 1
     if "missing" in image:
         print(
             f"Error response from daemon: manifest for {image} not found: manifest unknown: "

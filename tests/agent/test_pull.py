@@ -60,6 +60,12 @@ class FakeEngine:
     def inspects(self, image: str) -> int:
         return sum(c == ["image", "inspect", image] for c in self.calls())
 
+    def configs_read(self) -> list[str | None]:
+        """The credentials file each pull read (None: the engine's default)."""
+        path = self.state / "auth.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
     def preload(self, image: str) -> None:
         """An image the engine holds already (without a logged pull)."""
         (self.state / "images").mkdir(parents=True, exist_ok=True)
@@ -148,6 +154,43 @@ def test_a_failed_pull_says_why_and_what_to_do(fake_engine: FakeEngine) -> None:
     assert "registry_auth" in message
     assert ("pulling example.com/missing:2...\n", "stdout") in sink.lines
     assert any("manifest unknown" in line and kind == "stderr" for line, kind in sink.lines)
+
+
+def test_a_pull_that_hangs_is_stopped_at_the_timeout(
+    fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STALWART_FAKE_PULL_SECONDS", "30")
+    images = EngineImages("docker", pull_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(ContainerStartError, match=r"did not finish within 0.5s and was stopped"):
+        images.ensure(IMAGE, sink=Lines())
+    assert time.monotonic() - started < 10
+    assert not images.present(IMAGE)
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_a_private_image_is_pulled_with_the_experiments_registry_auth(
+    fake_engine: FakeEngine, engine: str
+) -> None:
+    """environment.registry_auth reaches the engine through a config file of its own, used for
+    that pull only: never on the command line, gone afterwards."""
+    image = "registry.example.com/team/private-model:1"
+    runner = ContainerRunner(engine, master_url="http://127.0.0.1:1", agent_id="n1")  # type: ignore[arg-type]
+    with pytest.raises(ContainerStartError, match="pull access denied"):
+        runner.pull_image(spec_for(image), Lines())  # no credentials
+    wrong = {"username": "stalwart", "password": "nope", "serveraddress": "registry.example.com"}
+    with pytest.raises(ContainerStartError, match="pull access denied"):
+        runner.pull_image(spec_for(image, registry_auth=wrong), Lines())
+    right = {**wrong, "password": "s3cret"}
+    assert runner.pull_image(spec_for(image, registry_auth=right), Lines()) is not None
+    assert fake_engine.pulls(image) == 3
+    assert all("s3cret" not in " ".join(call) for call in fake_engine.calls())
+    read = fake_engine.configs_read()
+    assert read[0] is None
+    assert read[1] is not None
+    assert read[2] is not None
+    assert read[2].endswith("config.json")
+    assert not Path(read[2]).exists()  # removed after the pull
 
 
 def test_no_engine_is_a_start_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

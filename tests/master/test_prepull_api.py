@@ -28,6 +28,9 @@ GPU = {
 CONFIG = (
     "name: pulled\nentrypoint: sleep 1\nmax_restarts: 0\n"
     "environment:\n  image:\n    cpu: team/cpu-image:7\n    cuda: team/gpu-image:7\n"
+    "  force_pull_image: true\n"
+    "  registry_auth:\n    username: team\n    password: s3cret\n"
+    "    serveraddress: registry.example.com\n"
     "searcher:\n  name: single\n  metric: loss\n  max_length:\n    batches: 1\n"
 )
 
@@ -153,7 +156,12 @@ def test_the_pull_time_an_agent_reports_is_stored_and_served_with_the_task(
         master.create(CONFIG)
         (spec,) = master.sync("cpu-1", CPU, wait=10)["start"]
         assert spec["image"] == "team/cpu-image:7"
-        assert spec["force_pull_image"] is False
+        assert spec["force_pull_image"] is True
+        assert spec["registry_auth"] == {
+            "username": "team",
+            "password": "s3cret",
+            "serveraddress": "registry.example.com",
+        }
         mine = {"allocation_id": spec["allocation_id"], "rank": 0}
         master.sync("cpu-1", {**CPU, "containers": [{**mine, "state": "STARTING"}]})
         task = client.get(f"/api/v1/tasks/{spec['task_id']}", headers=master.user).json()

@@ -130,7 +130,9 @@ class ContainerRunner(ProcessRunner):
         """Pull the image when the engine lacks it, or always with ``force_pull_image``."""
         if not spec.image:
             raise ContainerStartError(f"{self.engine}: the task names no image")
-        return self.images.ensure(spec.image, force=spec.force_pull_image, sink=sink)
+        return self.images.ensure(
+            spec.image, force=spec.force_pull_image, sink=sink, auth=spec.registry_auth
+        )
 
     def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
         if not spec.image:

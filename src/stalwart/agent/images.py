@@ -7,20 +7,26 @@ the image is looked up and pulled, so a task that needs the image the pre-puller
 waits for that pull instead of starting a second one, and then finds the image present.
 
 Presence is ``<engine> image inspect IMAGE`` (exit 0); a pull is ``<engine> pull IMAGE``, timed
-with :func:`time.monotonic`. A failed pull is a
+with :func:`time.monotonic`; a pull still running after ``pull_timeout`` seconds is killed. A
+failed pull is a
 :class:`~stalwart.agent.runner.ContainerStartError` quoting the engine's last stderr lines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import IO
 
 from stalwart.agent.runner import ContainerStartError, LineSplitter, OutputSink, Stdtype
+from stalwart.environments.registry import docker_config
 
 __all__ = ["INSPECT_TIMEOUT_S", "EngineImages", "pull_failed_message"]
 
@@ -36,15 +42,22 @@ def pull_failed_message(engine: str, image: str, code: int, stderr_lines: list[s
         f"{engine} pull {image} failed (exit code {code}): {said or 'no error message'}. "
         "Check the image name and tag in the experiment's environment.image; for a private "
         f"registry, run `{engine} login <registry>` on this node as the user the agent runs as "
-        "(environment.registry_auth is not passed to agents)"
+        "(or give the experiment environment.registry_auth)"
     )
 
 
 class EngineImages:
     """The engine's images: look up, pull (timed), one lock per image (see the module)."""
 
-    def __init__(self, engine: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: str,
+        *,
+        pull_timeout: float = 3600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine = engine
+        self.pull_timeout = pull_timeout
         self.clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._pulled_at: dict[str, float] = {}  # image -> when its last pull here succeeded
@@ -75,8 +88,18 @@ class EngineImages:
             raise self._cannot_run(exc) from exc
         return done.returncode == 0
 
-    def pull(self, image: str, sink: OutputSink | None = None) -> float:
+    def pull(
+        self,
+        image: str,
+        sink: OutputSink | None = None,
+        auth: Mapping[str, str] | None = None,
+    ) -> float:
         """Run ``<engine> pull IMAGE``; the seconds it took.
+
+        With ``auth`` (``environment.registry_auth``) the engine reads the credentials from a
+        private Docker config written for this pull only and removed after it (docker:
+        ``DOCKER_CONFIG``; podman: ``REGISTRY_AUTH_FILE``): they never reach the command line
+        or the node's own login.
 
         Its output lines (and ours: "pulling IMAGE...", "pulled IMAGE in 12.3s") go to
         ``sink`` when given. Raises ContainerStartError when the pull fails. The caller holds
@@ -84,6 +107,23 @@ class EngineImages:
         """
         if sink is not None:
             sink(f"pulling {image}...\n", "stdout")
+        with contextlib.ExitStack() as stack:
+            env = None
+            if auth:
+                env = {**os.environ, **self._auth_env(stack, auth)}
+            return self._pull(image, sink, env)
+
+    def _auth_env(self, stack: contextlib.ExitStack, auth: Mapping[str, str]) -> dict[str, str]:
+        """The variables pointing the engine at a private config holding ``auth``."""
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stalwart-auth-")))
+        config = folder / "config.json"
+        config.touch(mode=0o600)
+        config.write_text(json.dumps(docker_config(auth)), encoding="utf-8")
+        if self.engine == "podman":
+            return {"REGISTRY_AUTH_FILE": str(config)}
+        return {"DOCKER_CONFIG": str(folder)}
+
+    def _pull(self, image: str, sink: OutputSink | None, env: dict[str, str] | None) -> float:
         started = self.clock()
         try:
             proc = subprocess.Popen(
@@ -91,6 +131,7 @@ class EngineImages:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env=env,
             )
         except OSError as exc:
             raise self._cannot_run(exc) from exc
@@ -104,10 +145,22 @@ class EngineImages:
             daemon=True,
         )
         reader.start()
-        _read_lines(proc.stdout, "stdout", sink, None)
-        code = proc.wait()
-        reader.join()
+        watchdog = threading.Timer(self.pull_timeout, proc.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            _read_lines(proc.stdout, "stdout", sink, None)
+            code = proc.wait()
+            reader.join()
+        finally:
+            watchdog.cancel()
         seconds = max(0.0, self.clock() - started)
+        if watchdog.finished.is_set() and code != 0 and seconds >= self.pull_timeout:
+            raise ContainerStartError(
+                f"{self.engine} pull {image} did not finish within {self.pull_timeout:g}s and "
+                "was stopped; check the node's network and registry, or raise the agent's "
+                "--image-pull-timeout for very large images"
+            )
         if code != 0:
             raise ContainerStartError(pull_failed_message(self.engine, image, code, errors))
         with self._guard:
@@ -117,7 +170,12 @@ class EngineImages:
         return seconds
 
     def ensure(
-        self, image: str, *, force: bool = False, sink: OutputSink | None = None
+        self,
+        image: str,
+        *,
+        force: bool = False,
+        sink: OutputSink | None = None,
+        auth: Mapping[str, str] | None = None,
     ) -> float | None:
         """Make sure the engine holds ``image``: pull it when missing (or always with
         ``force``, unless a pull of it finished while this call waited for it: the ranks of one
@@ -139,7 +197,7 @@ class EngineImages:
                     return max(0.0, self.clock() - waited_since)
             elif not force and self.present(image):
                 return None
-            seconds = self.pull(image, sink)
+            seconds = self.pull(image, sink, auth)
             if waited_since is not None:
                 seconds = max(seconds, self.clock() - waited_since)
             return seconds

@@ -311,7 +311,7 @@ def create_agent(
         for name in kill_leftovers(settings.home):
             log.warning("killed task %s, left running by an earlier life of this agent", name)
     else:
-        images = EngineImages(settings.container_runtime)
+        images = EngineImages(settings.container_runtime, pull_timeout=settings.image_pull_timeout)
         runner = ContainerRunner(
             settings.container_runtime,
             master_url=settings.master_url,

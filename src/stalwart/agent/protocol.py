@@ -144,6 +144,12 @@ class TaskSpec(_Model):
         description="Pull the image even when the engine already holds it "
         "(``environment.force_pull_image``).",
     )
+    registry_auth: dict[str, str] | None = Field(
+        default=None,
+        description="``environment.registry_auth`` (Docker's AuthConfig fields): the agent "
+        "pulls the image with these credentials, from a private config file used for that "
+        "pull only.",
+    )
     argv: list[str] = Field(description="The command to run, in the working directory.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables of the task contract."

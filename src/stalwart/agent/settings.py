@@ -68,6 +68,12 @@ class AgentSettings(_Settings):
     container_runtime: ContainerRuntime = Field(
         default="none", description="none (local processes), docker or podman."
     )
+    image_pull_timeout: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds an image pull may take before it is stopped and the task fails "
+        "with a message saying so (docker/podman).",
+    )
     mount_namespaces: MountNamespaceMode = Field(
         default="auto",
         description="Local tasks in private mount namespaces (their own /run/determined and "

@@ -77,6 +77,10 @@ def agent(
         Literal["none", "docker", "podman"],
         typer.Option(help="none (local processes), docker or podman."),
     ] = "none",
+    image_pull_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds an image pull may take (docker/podman) before it is stopped."),
+    ] = 3600.0,
     mount_namespaces: Annotated[
         Literal["auto", "require", "off"],
         typer.Option(
@@ -117,6 +121,7 @@ def agent(
             addresses=[address] if address else [],
             pythons=[parse_python_mapping(item) for item in python or ()],
             container_runtime=container_runtime,
+            image_pull_timeout=image_pull_timeout,
             mount_namespaces=mount_namespaces,
             kill_on_exit=kill_on_exit,
         )

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from stalwart.environments.registry import docker_config
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
 from stalwart.master.k8s.podspec import TASK_CONTAINER, fold_user_container, strategic_merge
 
@@ -352,16 +353,7 @@ def registry_secret_manifest(request: JobRequest) -> dict[str, Any] | None:
     auth = request.registry_auth
     if not auth:
         return None
-    server = str(auth.get("serveraddress") or auth.get("server") or "https://index.docker.io/v1/")
-    token = auth.get("auth")
-    if not token:
-        pair = f"{auth.get('username', '')}:{auth.get('password', '')}"
-        token = base64.b64encode(pair.encode()).decode()
-    entry = {"auth": str(token)}
-    for key in ("username", "password", "email"):
-        if auth.get(key):
-            entry[key] = str(auth[key])
-    config = json.dumps({"auths": {server: entry}}, sort_keys=True)
+    config = json.dumps(docker_config(auth), sort_keys=True)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

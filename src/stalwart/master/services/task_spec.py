@@ -116,6 +116,15 @@ def _user_environment(config: Mapping[str, Any], device: DeviceType) -> dict[str
     return out
 
 
+def _registry_auth(environment: Mapping[str, Any]) -> dict[str, str] | None:
+    """``environment.registry_auth``'s set fields as strings (None without credentials)."""
+    auth = environment.get("registry_auth")
+    if not isinstance(auth, Mapping):
+        return None
+    given = {str(k): str(v) for k, v in auth.items() if v not in (None, "")}
+    return given or None
+
+
 def allocation_task_specs(
     session: Session,
     allocation: Allocation,
@@ -174,6 +183,7 @@ def trial_task_specs(
 ) -> list[TaskSpec]:
     """One spec per container of a trial's allocation (ranks in ``containers`` order)."""
     config = experiment.config
+    environment = config.get("environment") or {}
     argv = entrypoint_argv(config.get("entrypoint"))
     steps = int(latest.steps_completed or 0) if latest is not None else 0
     addresses = [c.address for c in containers]
@@ -249,7 +259,8 @@ def trial_task_specs(
                 slot_ids=list(plan.slot_ids),
                 device_type=device_type,
                 image=experiment_image(config, device_type) or "",
-                force_pull_image=bool((config.get("environment") or {}).get("force_pull_image")),
+                force_pull_image=bool(environment.get("force_pull_image")),
+                registry_auth=_registry_auth(environment),
                 argv=argv,
                 env=env,
                 info_files={
