@@ -1,27 +1,22 @@
-"""The master config's ``resource_manager`` section.
+"""The ``resource_manager`` section of a batch cluster: Slurm and PBS.
 
-``resource_manager: {type: agent}`` (the default) runs tasks on Stalwart agents;
 ``resource_manager: {type: slurm, job_storage_root: ..., ...}`` submits each allocation as a
-Slurm batch job instead, and ``{type: pbs, ...}`` (the same shape) as a PBS job
+Slurm batch job, and ``{type: pbs, ...}`` (the same shape) as a PBS job
 (:mod:`stalwart.master.slurm.manager`). This module only declares the settings (pydantic, no
-master imports), so :mod:`stalwart.master.settings` can embed it.
+master imports); :mod:`stalwart.master.rm_settings` lists them among the resource managers.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stalwart.master.k8s.settings import KubernetesSettings
-
 __all__ = [
-    "AgentManagerSettings",
     "BatchSystemSettings",
     "PartitionOverride",
     "PbsSettings",
-    "ResourceManager",
     "SlurmSettings",
 ]
 
@@ -30,12 +25,6 @@ SlotType = Literal["cpu", "cuda", "rocm"]
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AgentManagerSettings(_Settings):
-    """Tasks run on Stalwart agents (``stalwart agent``)."""
-
-    type: Literal["agent"] = "agent"
 
 
 class PartitionOverride(_Settings):
@@ -139,10 +128,3 @@ class PbsSettings(BatchSystemSettings):
     gpu_resource: str = Field(
         default="ngpus", description="The PBS resource that counts GPUs in a select chunk."
     )
-
-
-ResourceManager = Annotated[
-    AgentManagerSettings | SlurmSettings | PbsSettings | KubernetesSettings,
-    Field(discriminator="type"),
-]
-"""The ``resource_manager`` section: agents (default), Slurm, PBS or Kubernetes."""

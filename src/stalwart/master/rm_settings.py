@@ -1,0 +1,34 @@
+"""The master config's ``resource_manager`` section: which resource manager runs tasks.
+
+``{type: agent}`` (the default) runs them on Stalwart agents; ``{type: slurm, ...}`` and
+``{type: pbs, ...}`` submit each allocation as a batch job
+(:mod:`stalwart.master.slurm.settings`); ``{type: kubernetes, ...}`` runs it as a Kubernetes Job
+(:mod:`stalwart.master.k8s.settings`). Pydantic only: :mod:`stalwart.master.settings` embeds
+it without importing any resource manager.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stalwart.master.k8s.settings import KubernetesSettings
+from stalwart.master.slurm.settings import PbsSettings, SlurmSettings
+
+__all__ = ["AgentManagerSettings", "ResourceManager"]
+
+
+class AgentManagerSettings(BaseModel):
+    """Tasks run on Stalwart agents (``stalwart agent``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["agent"] = "agent"
+
+
+ResourceManager = Annotated[
+    AgentManagerSettings | SlurmSettings | PbsSettings | KubernetesSettings,
+    Field(discriminator="type"),
+]
+"""The ``resource_manager`` section: agents (default), Slurm, PBS or Kubernetes."""
