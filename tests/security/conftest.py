@@ -3,58 +3,21 @@ rules; no mocks), users and workspaces made through the API or the master's own 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
 from fastapi.testclient import TestClient
 
-from stalwart.master.app import create_app
 from stalwart.master.db.tables import Project, Workspace
-from stalwart.master.services.passwords import client_hash
-from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 
+# The master's in-process fixtures (settings, client, admin) and helpers, shared as they are.
+from tests.master.conftest import admin, client, login, make_settings, settings
 
-def make_settings(home: Path, **extra: Any) -> MasterSettings:
-    """Settings for a test master whose state lives under ``home``."""
-    return MasterSettings.model_validate({"home": home, **extra})
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> MasterSettings:
-    return make_settings(tmp_path / "home")
-
-
-@pytest.fixture
-def client(settings: MasterSettings) -> Iterator[TestClient]:
-    """An in-process master (lifespan run, no cluster loop), no credentials attached."""
-    with TestClient(create_app(settings, run_cluster=False)) as test_client:
-        yield test_client
+__all__ = ["admin", "client", "login", "make_settings", "settings", "state_of"]
 
 
 def state_of(client: TestClient) -> MasterState:
     """The master state behind ``client``."""
     state: MasterState = client.app.state.master  # type: ignore[attr-defined]
     return state
-
-
-def login(client: TestClient, username: str, password: str = "") -> dict[str, str]:
-    """Log in as the official client does; the Authorization header."""
-    resp = client.post(
-        "/api/v1/auth/login",
-        json={"username": username, "password": client_hash(password), "isHashed": True},
-    )
-    assert resp.status_code == 200, resp.text
-    client.cookies.clear()  # tests pass credentials explicitly
-    return {"Authorization": f"Bearer {resp.json()['token']}"}
-
-
-@pytest.fixture
-def admin(client: TestClient) -> dict[str, str]:
-    """Authorization header of the built-in admin (empty password)."""
-    return login(client, "admin")
 
 
 def make_user(
