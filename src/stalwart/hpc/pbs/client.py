@@ -10,6 +10,11 @@ Contract: every method is one command (never one per job); methods block for at 
   where PBS keeps exit statuses: the server needs ``job_history_enable``). qstat exits non-zero
   when some ids are unknown (purged) but still prints the others: those are returned.
 - :meth:`PbsClient.jobs`: every live job (``qstat -f -F json``), to find a job by name.
+- :meth:`PbsClient.queues` (``qstat -Q -f -F json``), :meth:`PbsClient.nodes`
+  (``pbsnodes -a -F json``, GPUs counted with ``options.gpu_resource``) and
+  :meth:`PbsClient.default_queue` (``qstat -B -f -F json``): what the resource pools are made
+  of (:func:`~stalwart.hpc.pbs.queues.queues_to_pools`). Output that does not parse raises
+  HpcCommandError too (not retryable).
 
 :class:`PbsTracker` is a :class:`~stalwart.hpc.tracker.JobTracker` whose one command per poll
 is :meth:`PbsClient.qstat`; restarts are ``run_count - 1``.
@@ -21,16 +26,25 @@ import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from stalwart.hpc.errors import HpcCommandError
 from stalwart.hpc.layout import BatchRequest
 from stalwart.hpc.pbs.parse import (
     PbsJob,
+    PbsNode,
     PbsParseError,
+    PbsQueue,
+    parse_pbsnodes_json,
     parse_qstat_json,
+    parse_qstat_queues_json,
+    parse_qstat_server_json,
     parse_qsub,
+    pbsnodes_argv,
     qdel_argv,
     qstat_argv,
+    qstat_queues_argv,
+    qstat_server_argv,
     qsub_argv,
 )
 from stalwart.hpc.pbs.script import PbsOptions, render_qsub_script
@@ -40,6 +54,8 @@ from stalwart.hpc.tracker import JobTracker
 
 __all__ = ["SCRIPT_NAME", "PbsClient", "PbsTracker", "live_qstat_argv"]
 
+_T = TypeVar("_T")
+
 SCRIPT_NAME = "job.pbs"
 """The batch script's name in the job directory."""
 
@@ -48,6 +64,8 @@ _GONE = re.compile(
     r"unknown job id|job has finished|request invalid for state of job|job .* finished",
     re.I,
 )
+
+_NO_NODES = re.compile(r"server has no node list", re.I)
 
 
 def live_qstat_argv() -> list[str]:
@@ -123,6 +141,39 @@ class PbsClient:
         """Every live job the server lists (all users')."""
         output = self._run(live_qstat_argv()).stdout
         return parse_qstat_json(output) if output.strip() else []
+
+    def _parsed(self, argv: list[str], parse: Callable[[str], _T], empty: _T) -> _T:
+        output = self._run(argv).stdout
+        if not output.strip():
+            return empty
+        try:
+            return parse(output)
+        except PbsParseError as exc:
+            raise HpcCommandError(argv, 0, f"unreadable output: {exc}") from None
+
+    def queues(self) -> list[PbsQueue]:
+        """Every queue (``qstat -Q -f -F json``), in the server's order."""
+        return self._parsed(qstat_queues_argv(), parse_qstat_queues_json, [])
+
+    def nodes(self) -> list[PbsNode]:
+        """Every node (``pbsnodes -a -F json``); GPUs are ``options.gpu_resource``. A server
+        without nodes (pbsnodes fails with "Server has no node list") has none."""
+        argv = pbsnodes_argv()
+        result = self.runner(argv, timeout=self.timeout)
+        if not result.ok:
+            if _NO_NODES.search(result.stderr + result.stdout):
+                return []
+            raise HpcCommandError(argv, result.returncode, result.stderr or result.stdout)
+        if not result.stdout.strip():
+            return []
+        try:
+            return parse_pbsnodes_json(result.stdout, self.options.gpu_resource)
+        except PbsParseError as exc:
+            raise HpcCommandError(argv, 0, f"unreadable output: {exc}") from None
+
+    def default_queue(self) -> str | None:
+        """The server's ``default_queue`` (``qstat -B -f -F json``); None when unset."""
+        return self._parsed(qstat_server_argv(), parse_qstat_server_json, None)
 
 
 class PbsTracker(JobTracker):

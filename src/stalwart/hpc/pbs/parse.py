@@ -11,6 +11,14 @@ A finished job's ``Exit_status``: 0 success; > 256 killed by signal ``status - 2
 of a running job: 271 = SIGTERM); negative values are PBS's own ``JOB_EXEC_*`` codes (-29
 walltime exceeded, -27 memory exceeded, -20 lost contact with the node...). ``substate`` 91
 (terminated) marks a job deleted with ``qdel`` before it ran.
+
+Queues and nodes (for resource pools, :mod:`stalwart.hpc.pbs.queues`): ``qstat -Q -f -F json``
+(``{"Queue": {name: {queue_type, enabled, started, resources_max, resources_default,
+default_chunk, hasnodes...}}}``), ``pbsnodes -a -F json`` (``{"nodes": {name: {state,
+resources_available, resources_assigned, queue...}}}``) and ``qstat -B -f -F json``
+(``{"Server": {name: {default_queue...}}}``), in the shape OpenPBS 20-23 prints: booleans are the
+strings ``"True"``/``"False"``, sizes strings such as ``"394GB"`` or ``"8009724kb"``, counts
+integers (or numeric strings). Hand-written samples as well (``tests/slurm/fixtures/pbs_*``).
 """
 
 from __future__ import annotations
@@ -25,13 +33,22 @@ from stalwart.hpc.states import JobStatus, Outcome
 
 __all__ = [
     "PbsJob",
+    "PbsNode",
     "PbsParseError",
+    "PbsQueue",
+    "parse_pbsnodes_json",
     "parse_qstat_full",
     "parse_qstat_json",
+    "parse_qstat_queues_json",
+    "parse_qstat_server_json",
     "parse_qsub",
+    "parse_size_mb",
     "pbs_job_status",
+    "pbsnodes_argv",
     "qdel_argv",
     "qstat_argv",
+    "qstat_queues_argv",
+    "qstat_server_argv",
     "qsub_argv",
 ]
 
@@ -53,6 +70,21 @@ def qstat_argv(job_ids: Iterable[str] = ()) -> list[str]:
 def qdel_argv(job_ids: Iterable[str]) -> list[str]:
     """Delete every job in ``job_ids`` in one call."""
     return ["qdel", *job_ids]
+
+
+def qstat_queues_argv() -> list[str]:
+    """Every queue's full status, as JSON."""
+    return ["qstat", "-Q", "-f", "-F", "json"]
+
+
+def qstat_server_argv() -> list[str]:
+    """The server's full status (its ``default_queue``), as JSON."""
+    return ["qstat", "-B", "-f", "-F", "json"]
+
+
+def pbsnodes_argv() -> list[str]:
+    """Every node (vnode), as JSON."""
+    return ["pbsnodes", "-a", "-F", "json"]
 
 
 _QSUB = re.compile(r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)\s*$")
@@ -223,3 +255,177 @@ def pbs_job_status(
             return end(Outcome.CANCELED, f"killed by signal {signal} (qdel)", signal)
         return end(Outcome.FAILED, f"failed: killed by signal {signal}", signal)
     return end(Outcome.FAILED, f"failed: exited with code {exit_status}")
+
+
+# -- queues, nodes, server ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PbsQueue:
+    """One queue of ``qstat -Q -f -F json``: what shapes a resource pool.
+
+    ``queue_type``: ``Execution`` or ``Route`` (as PBS spells it); ``qlist``: its
+    ``default_chunk.Qlist`` (jobs then only fit nodes listing that value in their ``Qlist``);
+    ``walltime_max``: ``resources_max.walltime`` (empty: none); ``resources_max`` and
+    ``resources_default``: the rest of those, as strings."""
+
+    name: str
+    queue_type: str
+    enabled: bool
+    started: bool
+    qlist: str | None = None
+    walltime_max: str = ""
+    resources_max: tuple[tuple[str, str], ...] = ()
+    resources_default: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def execution(self) -> bool:
+        """Jobs run from it (a routing queue only sends them on)."""
+        return self.queue_type.strip().lower().startswith("e")
+
+
+@dataclass(frozen=True)
+class PbsNode:
+    """One (v)node of ``pbsnodes -a -F json``.
+
+    ``states``: its comma-separated ``state`` (``free``, ``job-busy``, ``down,offline``...);
+    ``queue``: the queue it is bound to with its ``queue`` attribute (it serves no other);
+    ``qlist``: its ``resources_available.Qlist`` values; ``gpus``/``gpus_assigned``: the
+    GPU resource (``ngpus`` unless told) available and assigned."""
+
+    name: str
+    states: tuple[str, ...]
+    cpus: int
+    cpus_assigned: int
+    gpus: int
+    gpus_assigned: int
+    memory_mb: int
+    queue: str | None = None
+    qlist: tuple[str, ...] = ()
+
+
+def _document(output: str, what: str) -> dict[str, Any]:
+    try:
+        document = json.loads(output)
+    except json.JSONDecodeError as exc:
+        raise PbsParseError(f"{what} JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise PbsParseError(f"{what} JSON: the document is not an object")
+    return document
+
+
+def _section(document: Mapping[str, Any], key: str, what: str) -> dict[str, Any]:
+    section = document.get(key) or {}
+    if not isinstance(section, dict):
+        raise PbsParseError(f"{what} JSON: {key!r} is not an object")
+    return section
+
+
+def _bool(value: Any, default: bool = False) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return default
+    return str(value).strip().lower() in ("true", "t", "y", "yes", "1")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: Any) -> int:
+    """An integer resource (``4``, ``"4"``); 0 when absent or not a number."""
+    number = _int(value)
+    return max(0, number) if number is not None else 0
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)(b|w)?\s*$", re.I)
+_SCALE = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_size_mb(value: Any) -> int:
+    """A PBS size (``"8009724kb"``, ``"394GB"``, ``"0b"``, ``"2mw"``: words are 8 bytes; a
+    bare number is bytes) in MiB, rounded down; 0 when absent or unreadable."""
+    match = _SIZE.match(str(value)) if value is not None else None
+    if match is None:
+        return 0
+    number, prefix, unit = match.groups()
+    size: int = int(number) * 1024 ** _SCALE[prefix.lower()]
+    if (unit or "b").lower() == "w":
+        size *= 8
+    return size // (1024 * 1024)
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        items = [str(v) for v in value]
+    elif value is None:
+        items = []
+    else:
+        items = str(value).split(",")
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _strings(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in _mapping(value).items()))
+
+
+def parse_qstat_queues_json(output: str) -> list[PbsQueue]:
+    """``qstat -Q -f -F json`` (``{"Queue": {name: {...}}}``; no ``Queue`` key: no queues), in
+    the server's order. A queue without ``enabled``/``started`` counts as neither."""
+    queues = _section(_document(output, "qstat -Q"), "Queue", "qstat -Q")
+    out = []
+    for name, raw in queues.items():
+        fields = _mapping(raw)
+        chunk = _mapping(fields.get("default_chunk"))
+        qlist = chunk.get("Qlist")
+        maximum = _mapping(fields.get("resources_max"))
+        out.append(
+            PbsQueue(
+                name=str(name),
+                queue_type=str(fields.get("queue_type", "")),
+                enabled=_bool(fields.get("enabled")),
+                started=_bool(fields.get("started")),
+                qlist=str(qlist).strip() if qlist not in (None, "") else None,
+                walltime_max=str(maximum.get("walltime", "")),
+                resources_max=_strings(maximum),
+                resources_default=_strings(fields.get("resources_default")),
+            )
+        )
+    return out
+
+
+def parse_pbsnodes_json(output: str, gpu_resource: str = "ngpus") -> list[PbsNode]:
+    """``pbsnodes -a -F json`` (``{"nodes": {name: {...}}}``; no ``nodes`` key: no nodes);
+    ``gpu_resource``: the resource that counts GPUs."""
+    nodes = _section(_document(output, "pbsnodes"), "nodes", "pbsnodes")
+    out = []
+    for name, raw in nodes.items():
+        fields = _mapping(raw)
+        available = _mapping(fields.get("resources_available"))
+        assigned = _mapping(fields.get("resources_assigned"))
+        queue = fields.get("queue")
+        out.append(
+            PbsNode(
+                name=str(name),
+                states=_list(str(fields.get("state", "")).lower()),
+                cpus=_count(available.get("ncpus", fields.get("pcpus"))),
+                cpus_assigned=_count(assigned.get("ncpus")),
+                gpus=_count(available.get(gpu_resource)),
+                gpus_assigned=_count(assigned.get(gpu_resource)),
+                memory_mb=parse_size_mb(available.get("mem")),
+                queue=str(queue).strip() if queue not in (None, "") else None,
+                qlist=_list(available.get("Qlist")),
+            )
+        )
+    return out
+
+
+def parse_qstat_server_json(output: str) -> str | None:
+    """The ``default_queue`` of ``qstat -B -f -F json`` (``{"Server": {name: {...}}}``: the
+    first server's); None when unset."""
+    servers = _section(_document(output, "qstat -B"), "Server", "qstat -B")
+    for raw in servers.values():
+        queue = _mapping(raw).get("default_queue")
+        return str(queue).strip() or None if queue is not None else None
+    return None

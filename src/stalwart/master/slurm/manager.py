@@ -33,7 +33,9 @@ Resource pools come from ``sinfo`` (:meth:`SlurmManager.pools`): one per partiti
 (:func:`~stalwart.hpc.slurm.partitions.partitions_to_pools`, with ``partition_overrides``),
 read before the first submission and again at most every :data:`POOLS_REFRESH_S` seconds (one
 ``sinfo``; a failure keeps the last answer). Their slot types (GRES) decide what each job asks
-for when neither an override nor the master's ``slot_type`` does.
+for when neither an override nor the master's ``slot_type`` does. Under PBS they are the queues
+(:func:`~stalwart.hpc.pbs.queues.queues_to_pools`: ``qstat -Q`` and ``pbsnodes``, plus
+``qstat -B`` for the default queue when ``default_partition`` is unset), read the same way.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ __all__ = ["POOLS_REFRESH_S", "HpcManager", "PbsManager", "SlurmManager", "maste
 log = logging.getLogger("stalwart.slurm")
 
 POOLS_REFRESH_S = 300.0
-"""Seconds between two ``sinfo`` calls that refresh the partitions (pools)."""
+"""Seconds between two ``sinfo`` calls (PBS: ``qstat -Q`` + ``pbsnodes``) that refresh the
+partitions (pools)."""
 
 
 def master_url_for(settings: MasterSettings, slurm: BatchSystemSettings) -> str:
@@ -129,9 +132,10 @@ class HpcManager:
     # -- pools --------------------------------------------------------------------------------
 
     def pools(self, *, refresh: bool = False) -> list[PartitionPool]:
-        """The partitions as resource pools, in sinfo's order. Calls ``sinfo`` when the last
-        answer is older than :data:`POOLS_REFRESH_S` (or ``refresh``); when sinfo fails, the last
-        answer (empty before the first). Thread-safe (the API may read it)."""
+        """The partitions (PBS queues) as resource pools, in sinfo's (qstat's) order. Asks the
+        batch system when the last answer is older than :data:`POOLS_REFRESH_S` (or
+        ``refresh``); when that fails, the last answer (empty before the first). Thread-safe
+        (the API may read it)."""
         with self._pools_lock:
             now = time.monotonic()
             stale = self._pools_at is None or now - self._pools_at >= POOLS_REFRESH_S

@@ -1,18 +1,21 @@
-"""Slurm partitions as the master's resource pools, for the API.
+"""Slurm partitions (PBS queues) as the master's resource pools, for the API.
 
 Contract:
 
 - :func:`batch_manager` finds the running master's Slurm or PBS manager
   (:class:`~stalwart.master.slurm.manager.HpcManager`, the cluster loop's ``batch``), or None
   (agents, Kubernetes, or no cluster loop).
-- :func:`partition_views` turns the manager's partitions (one ``sinfo``, cached by the manager)
-  into :class:`~stalwart.master.services.agents.PoolView` rows plus each pool's GPU types, with
-  the queue counts of Stalwart's own allocations. Under Slurm an allocation that is ASSIGNED
-  waits in Slurm's queue, so it counts as queued, not scheduled.
-- :func:`check_pool` refuses a resource pool that is not a partition, with the partitions
-  (sorted) in the message. It refuses nothing while no ``sinfo`` answer is known (Slurm's own
-  ``sbatch`` still refuses an unknown partition then), and ``default`` is always accepted (it
-  is the configured ``default_partition``, else Slurm's default one).
+- :func:`partition_views` turns the manager's partitions (one ``sinfo``; PBS: ``qstat -Q`` and
+  ``pbsnodes``; cached by the manager) into :class:`~stalwart.master.services.agents.PoolView`
+  rows plus each pool's GPU types, with the queue counts of Stalwart's own allocations. Under
+  Slurm (PBS) an allocation that is ASSIGNED waits in the batch system's queue, so it counts as
+  queued, not scheduled. Slots used: the pool's slots minus its idle ones when the batch system
+  tells them (sinfo: CPU partitions; pbsnodes: every queue), else Stalwart's running slots.
+- :func:`check_pool` refuses a resource pool that is not a partition (a PBS queue), with the
+  partitions (sorted) in the message. It refuses nothing while no answer is known (the batch
+  system's own ``sbatch``/``qsub`` still refuses an unknown partition then), and ``default`` is
+  always accepted (it is the configured ``default_partition``, else the batch system's default
+  one).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ _RUNNING = ("STARTING", "RUNNING", "TERMINATING")
 
 @dataclass(frozen=True)
 class PartitionView:
-    """One partition as a pool: the API's :class:`PoolView`, and what only Slurm knows."""
+    """One partition as a pool: the API's :class:`PoolView`, and what only the batch system
+    knows."""
 
     view: PoolView
     default: bool
@@ -48,7 +52,7 @@ class PartitionView:
 
 
 def batch_manager(app_state: Any) -> HpcManager | None:
-    """The Slurm manager of the master whose FastAPI ``app.state`` this is, else None."""
+    """The Slurm or PBS manager of the master whose FastAPI ``app.state`` this is, else None."""
     loop = getattr(app_state, "cluster", None)
     manager = getattr(loop, "batch", None)
     return manager if isinstance(manager, HpcManager) else None
@@ -61,7 +65,7 @@ def _default_partition(manager: HpcManager, pools: list[PartitionPool]) -> str |
 
 
 def partition_views(manager: HpcManager, session: Session) -> list[PartitionView]:
-    """Every partition (sinfo's order) as a pool view (see the module docstring)."""
+    """Every partition (the batch system's order) as a pool view (see the module docstring)."""
     pools = manager.pools()
     default = _default_partition(manager, pools)
     counts: dict[tuple[str, bool], int] = {}
@@ -81,7 +85,7 @@ def partition_views(manager: HpcManager, session: Session) -> list[PartitionView
             used[name] = used.get(name, 0) + int(slots or 0)
     out = []
     for pool in pools:
-        if pool.slot_type == "cpu" and pool.idle_slots is not None:
+        if pool.idle_slots is not None:
             busy = max(0, pool.slots - pool.idle_slots)  # others' jobs count too
         else:
             busy = min(pool.slots, used.get(pool.name, 0))  # sinfo shows no free GPUs
@@ -117,6 +121,11 @@ def pool_of_text(config_text: str) -> str:
     return "default"
 
 
+def _kind(manager: HpcManager) -> str:
+    """What the batch system calls a pool: ``partition`` (Slurm), ``queue`` (PBS)."""
+    return "queue" if manager.name == "PBS" else "partition"
+
+
 def check_pool(manager: HpcManager, pool: str) -> None:
     """Raise InvalidArgumentError when ``pool`` is not a partition (see the module docstring)."""
     if not pool or pool == "default":
@@ -127,8 +136,9 @@ def check_pool(manager: HpcManager, pool: str) -> None:
     names = ", ".join(sorted(p.name for p in pools))
     default = _default_partition(manager, pools)
     unset = f" (the default one is {default})" if default else ""
+    kind = _kind(manager)
     raise InvalidArgumentError(
-        f"resource pool {pool!r} is not a {manager.name} partition of this cluster; set "
+        f"resource pool {pool!r} is not a {manager.name} {kind} of this cluster; set "
         f"resources.resource_pool to one of: {names}, or leave it unset for the default "
-        f"partition{unset}"
+        f"{kind}{unset}"
     )

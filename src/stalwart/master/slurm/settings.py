@@ -52,13 +52,15 @@ class BatchSystemSettings(_Settings):
     default_partition: str | None = Field(
         default=None,
         description="Partition of allocations in the resource pool `default` (None: Slurm's "
-        "default partition). Any other pool name is the partition itself.",
+        "default partition; PBS: the server's `default_queue`). Any other pool name is the "
+        "partition (queue) itself.",
     )
     slot_type: SlotType | None = Field(
         default=None,
         description="Slot type of partitions without an override. None: from each "
         "partition's GRES in `sinfo` (GPUs of an AMD-looking type: rocm, other GPUs: cuda, "
-        "none: cpu).",
+        "none: cpu); on PBS from each queue's nodes in `pbsnodes` (`gpu_resource` > 0: cuda, "
+        "else cpu).",
     )
     partition_overrides: dict[str, PartitionOverride] = Field(
         default_factory=dict, description="Per-partition settings, by partition name."

@@ -4,8 +4,9 @@ Contract: a :class:`BatchSystem` is everything :class:`~stalwart.master.slurm.ma
 HpcManager` needs from one (the manager's logic is shared): ``submit`` (one request, one
 command, its job id), ``cancel`` (one command for many jobs), a tracker (a fixed number of
 commands per poll, :class:`~stalwart.hpc.tracker.JobTracker`), ``partitions`` (the pools, one
-command) and ``job_ids_by_name`` (one command: to adopt a job submitted by a master that stopped
-before recording it). Failures raise :class:`~stalwart.hpc.errors.HpcCommandError` (and
+command; PBS: at most three, see :class:`PbsSystem`) and ``job_ids_by_name`` (one command: to
+adopt a job submitted by a master that stopped before recording it). Failures raise
+:class:`~stalwart.hpc.errors.HpcCommandError` (and
 :class:`~stalwart.hpc.errors.SchedulerArgsError` from ``submit`` for a request that cannot be
 built).
 """
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from stalwart.hpc.layout import BatchRequest
 from stalwart.hpc.pbs.client import PbsClient, PbsTracker
+from stalwart.hpc.pbs.queues import queues_to_pools
 from stalwart.hpc.pbs.script import PbsOptions
 from stalwart.hpc.slurm.client import SlurmClient
 from stalwart.hpc.slurm.partitions import PartitionOverride, PartitionPool, partitions_to_pools
@@ -81,10 +83,11 @@ class SlurmSystem:
 
 
 class PbsSystem:
-    """PBS: qsub, qdel, one ``qstat -x -f -F json`` per poll. Queues are not read from the
-    server yet: ``partitions`` is empty (pools are not listed, any queue name is accepted and
-    ``qsub`` refuses an unknown one; slot types come from ``partition_overrides`` or
-    ``slot_type``)."""
+    """PBS: qsub, qdel, one ``qstat -x -f -F json`` per poll. ``partitions`` are the queues
+    (:func:`~stalwart.hpc.pbs.queues.queues_to_pools`: disabled and routing queues left out,
+    stopped ones without usable slots) from one ``qstat -Q -f -F json`` and one
+    ``pbsnodes -a -F json``; the default one is ``default_partition``, else the server's
+    ``default_queue`` (one ``qstat -B -f -F json``, only when ``default_partition`` is unset)."""
 
     name = "PBS"
 
@@ -100,7 +103,16 @@ class PbsSystem:
         self.client.cancel(job_ids)
 
     def partitions(self) -> list[PartitionPool]:
-        return []
+        queues = self.client.queues()
+        nodes = self.client.nodes()
+        default = self.settings.default_partition or self.client.default_queue()
+        return queues_to_pools(
+            queues,
+            nodes,
+            default_queue=default,
+            overrides=_overrides(self.settings),
+            slot_type=self.settings.slot_type,
+        )
 
     def job_ids_by_name(self) -> dict[str, str]:
         return {job.name: job.job_id for job in self.client.jobs()}
