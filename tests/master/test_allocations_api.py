@@ -145,6 +145,7 @@ class LiveServer:
 
     url: str
     state: MasterState
+    app: Any
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=HTTP_TIMEOUT)
@@ -176,7 +177,7 @@ def live_server(settings: MasterSettings) -> Iterator[LiveServer]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
     try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", state=app.state.master)
+        yield LiveServer(url=f"http://127.0.0.1:{port}", state=app.state.master, app=app)
     finally:
         server.should_exit = True
         thread.join(timeout=10)

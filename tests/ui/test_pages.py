@@ -318,3 +318,45 @@ def test_cluster_page_on_slurm(page: Page, slurm_cluster: LocalCluster, artifact
         expect(row.locator("td").nth(1)).to_have_text("SLURM")
     expect(page.locator("#agents-section")).to_be_hidden()
     page.screenshot(path=artifacts / "14-cluster-slurm.png", full_page=True)
+
+
+def test_cluster_page_on_pbs(page: Page, tmp_path: Path, artifacts: Path) -> None:
+    """Under the PBS resource manager the cluster page lists the queues the master reads from
+    ``qstat -Q`` and ``pbsnodes`` (a real master and the real PBS client, on the fake PBS
+    server of the PBS tests), with their nodes and slots."""
+    from playwright.sync_api import expect
+
+    from stalwart.hpc.pbs.client import PbsClient
+    from stalwart.master.cluster.loop import ClusterLoop
+    from stalwart.master.slurm.manager import PbsManager
+    from tests.master.conftest import make_settings
+    from tests.master.test_allocations_api import live_server
+    from tests.slurm.test_pbs_pools import _fake
+
+    settings = make_settings(
+        tmp_path / "home",
+        resource_manager={
+            "type": "pbs",
+            "job_storage_root": str(tmp_path / "jobs"),
+            "master_url": "http://head:8080",
+        },
+    )
+    with live_server(settings) as live:
+        loop = ClusterLoop(live.state)
+        loop.batch = PbsManager(live.state, client=PbsClient(_fake().runner))
+        live.app.state.cluster = loop
+        sign_in(page, live.url)
+        page.goto(f"{live.url}/#/cluster")
+        expect(page.get_by_role("heading", name="PBS queues")).to_be_visible()
+        expect(page.locator("#slurm-note")).to_contain_text("PBS batch jobs")
+        expect(page.locator("#pools thead th").first).to_have_text("Queue")
+        expect(page.locator("#pools tbody tr")).to_have_count(3)  # not the disabled or routing
+        gpus = page.locator("#pools tr[data-key='gpuq']")
+        expect(gpus.locator("td").nth(1)).to_have_text("PBS")
+        expect(gpus.locator("td").nth(2)).to_have_text("CUDA")
+        expect(gpus.locator("td").nth(3)).to_have_text("2")  # nodes
+        expect(page.locator("#pools tr[data-key='workq'] td").first).to_have_text(
+            "workq (default)"
+        )
+        expect(page.locator("#agents-section")).to_be_hidden()
+        page.screenshot(path=artifacts / "15-cluster-pbs.png", full_page=True)

@@ -1,9 +1,13 @@
 // #/cluster: resource pools, then the agents and their slots with what runs on each (or the
-// Slurm partitions when the master uses the Slurm resource manager), and the job queue by priority.
+// Slurm partitions / PBS queues when the master uses a batch system), and the job queue by priority.
 import * as api from "../api.js";
 import { h, main, poll, setText, short, syncRows, table, when } from "../dom.js";
 
-const SLURM = "SCHEDULER_TYPE_SLURM";
+/** The batch systems whose pools are the system's own (by the pools' scheduler type). */
+const BATCH = {
+  SCHEDULER_TYPE_SLURM: { system: "Slurm", pools: "Slurm partitions", pool: "Partition", what: "a Slurm partition" },
+  SCHEDULER_TYPE_PBS: { system: "PBS", pools: "PBS queues", pool: "Queue", what: "a PBS queue" },
+};
 const device = (type) => (type || "").replace(/^TYPE_/, "");
 
 /** Live allocations by container id, and the queue: priority first (a lower number runs
@@ -34,8 +38,7 @@ export function clusterPage() {
   const agentsTitle = h("h2", { id: "agents-title" }, "Agents");
   const agentsBox = h("div", { id: "agents-section" }, agentsTitle, h("div", { class: "scroll" }, agents.table),
     h("h2", { id: "slots-title" }, "Slots"), h("div", { class: "scroll" }, slots.table));
-  const slurmNote = h("p", { id: "slurm-note", class: "muted", hidden: true },
-    "This master runs its trials as Slurm batch jobs: each resource pool above is a Slurm partition, and Slurm places the jobs on its nodes.");
+  const slurmNote = h("p", { id: "slurm-note", class: "muted", hidden: true });
   const noAgents = h("p", { class: "empty", hidden: true }, "No agents are connected: start one with `stalwart agent --master URL`.");
   const emptyQueue = h("p", { class: "empty", hidden: true }, "Nothing is queued or running.");
   const poolsTitle = h("h2", { id: "pools-title" }, "Resource pools");
@@ -49,12 +52,14 @@ export function clusterPage() {
       api.get("/resource-pools"), api.get("/agents"), api.get("/tasks"),
     ]);
     const poolList = poolData.resourcePools || [];
-    const slurm = poolList.some((p) => p.schedulerType === SLURM);
-    setText(poolsTitle, slurm ? "Slurm partitions" : "Resource pools");
+    const batch = BATCH[poolList.find((p) => BATCH[p.schedulerType])?.schedulerType];
+    const slurm = Boolean(batch);  // pools are a batch system's: its nodes, not agents
+    setText(poolsTitle, batch ? batch.pools : "Resource pools");
     const heads = pools.table.tHead.rows[0].cells;
-    setText(heads[0], slurm ? "Partition" : "Pool");
-    setText(heads[3], slurm ? "Nodes" : "Agents");
-    slurmNote.hidden = !slurm;
+    setText(heads[0], batch ? batch.pool : "Pool");
+    setText(heads[3], batch ? "Nodes" : "Agents");
+    slurmNote.hidden = !batch;
+    if (batch) setText(slurmNote, `This master runs its trials as ${batch.system} batch jobs: each resource pool above is ${batch.what}, and ${batch.system} places the jobs on its nodes.`);
     syncRows(pools.tbody, poolList, (p) => p.name, () => h("tr", {}, ...Array.from({ length: 6 }, () => h("td"))), (row, p) => {
       const c = row.cells;
       setText(c[0], p.name + (p.defaultComputePool ? " (default)" : ""));
