@@ -1,1 +1,2 @@
-"""The REST API: thin routers (HTTP only), one module per resource, wire models in ``models``."""
+"""The REST API: thin routers (HTTP only), one module per resource, wire models in ``models``
+(shared with the SDK) and the converters from rows to them in ``wire``."""

@@ -24,10 +24,9 @@ from stalwart.master.api.models.agents import (
     ResourcePoolDetail,
     V1Agent,
     V1ResourcePool,
-    agent_to_wire,
-    slot_to_wire,
 )
 from stalwart.master.api.models.common import paginate
+from stalwart.master.api.wire.agents import agent_to_wire, slot_to_wire
 from stalwart.master.cluster.placement import pool_settings
 from stalwart.master.db.tables import Agent, Allocation, Slot
 from stalwart.master.services import agents as agent_service

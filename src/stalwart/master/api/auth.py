@@ -17,8 +17,8 @@ from stalwart.master.api.models.users import (
     LoginRequest,
     LoginResponse,
     MeResponse,
-    user_to_wire,
 )
+from stalwart.master.api.wire.users import user_to_wire
 from stalwart.master.services import auth
 from stalwart.master.services.login_limits import LoginLimiter
 from stalwart.master.services.users import get_user

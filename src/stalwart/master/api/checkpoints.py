@@ -17,9 +17,9 @@ from stalwart.master.api.models.checkpoints import (
     PatchCheckpointsRequest,
     PostCheckpointMetadataRequest,
     ReportCheckpointRequest,
-    checkpoint_to_wire,
 )
 from stalwart.master.api.models.common import Empty, paginate
+from stalwart.master.api.wire.checkpoints import checkpoint_to_wire
 from stalwart.master.db.tables import Experiment, Trial
 from stalwart.master.services import checkpoints as service
 

@@ -25,11 +25,11 @@ from stalwart.master.api.models.experiments import (
     PatchExperimentRequest,
     PatchExperimentResponse,
     V1Experiment,
-    experiment_to_wire,
 )
 from stalwart.master.api.models.trials import GetExperimentTrialsResponse, TrialSortBy
 from stalwart.master.api.models.users import OrderBy
 from stalwart.master.api.trials import trial_to_wire
+from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Project
 from stalwart.master.redact import redact_config
 from stalwart.master.services import experiments as svc

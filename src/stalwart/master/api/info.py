@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import Field
 
 from stalwart import __version__
 from stalwart.master.api.deps import Caller, StateDep, get_caller, require_admin
-from stalwart.master.api.models.common import WireModel
+from stalwart.master.api.models.info import (
+    GetMasterResponse,
+    InfoResponse,
+    MasterConfigResponse,
+)
 from stalwart.master.redact import redact_config
 
 __all__ = ["info_router", "router"]
@@ -20,36 +23,6 @@ WIRE_VERSION = "0.38.1"
 
 info_router = APIRouter()
 router = APIRouter()
-
-
-class Telemetry(WireModel):
-    enabled: bool = Field(default=False, description="Telemetry is never collected.")
-    segment_key: str = Field(default="", description="Unused.")
-
-
-class InfoResponse(WireModel):
-    version: str = Field(description="The Determined wire version the master speaks.")
-    master_id: str = Field(description="This master process.")
-    cluster_id: str = Field(description="This cluster (stable across restarts).")
-    cluster_name: str = Field(description="The configured cluster name.")
-    telemetry: Telemetry = Field(default_factory=Telemetry, description="Telemetry settings.")
-    sso_providers: list[Any] | None = Field(default=None, description="No SSO providers.")
-    stalwart_version: str = Field(default=__version__, description="Stalwart's own version.")
-
-
-class GetMasterResponse(WireModel):
-    version: str = Field(description="The Determined wire version the master speaks.")
-    master_id: str = Field(description="This master process.")
-    cluster_id: str = Field(description="This cluster.")
-    cluster_name: str = Field(description="The configured cluster name.")
-    has_custom_logo: bool = Field(default=False, description="No custom logo.")
-    strict_job_queue_control: bool = Field(default=False, description="Not enforced.")
-    telemetry_enabled: bool = Field(default=False, description="Telemetry is off.")
-    rbac_enabled: bool = Field(default=False, description="RBAC is not enabled.")
-    user_management_enabled: bool = Field(default=True, description="Users are managed here.")
-    product: str = Field(default="PRODUCT_UNSPECIFIED", description="Product flavour.")
-    feature_switches: list[str] = Field(default_factory=list, description="None.")
-    stalwart_version: str = Field(default=__version__, description="Stalwart's own version.")
 
 
 @info_router.get("/info", response_model=InfoResponse)
@@ -71,11 +44,8 @@ def get_master(state: StateDep) -> GetMasterResponse:
         master_id=state.master_id,
         cluster_id=state.cluster_id,
         cluster_name=state.settings.cluster_name,
+        stalwart_version=__version__,
     )
-
-
-class MasterConfigResponse(WireModel):
-    config: dict[str, Any] = Field(description="The master's settings (secrets removed).")
 
 
 @router.get("/master/config", response_model=MasterConfigResponse)

@@ -37,9 +37,12 @@ from stalwart.master.api.models.logs import (
     PostTaskLogsRequest,
     TaskLogsFieldsResponse,
     TrialLogsFieldsResponse,
-    master_log_to_wire,
     result_line,
     stream_error_line,
+)
+from stalwart.master.api.wire.logs import (
+    master_log_to_wire,
+    new_log,
     task_log_to_wire,
     trial_log_to_wire,
 )
@@ -78,7 +81,7 @@ def post_task_logs(
         policy.require_change_tasks(session, caller.user, [e.task_id for e in body.logs])
     task_ids = service.ingest_logs(
         session,
-        [entry.to_new_log() for entry in body.logs],
+        [new_log(entry) for entry in body.logs],
         caller_allocation_id=caller.allocation_id,
     )
     session.commit()

@@ -18,9 +18,8 @@ from stalwart.master.api.models.agents import (
     GetTaskContextDirectoryResponse,
     GetTaskResponse,
     GetTasksResponse,
-    allocation_summary,
-    task_to_wire,
 )
+from stalwart.master.api.wire.agents import allocation_summary, task_to_wire
 from stalwart.master.db.tables import Allocation, Experiment, Slot, Task
 from stalwart.master.services import allocations as alloc_service
 

@@ -27,8 +27,8 @@ from stalwart.master.api.models.users import (
     UserActionResult,
     UserResponse,
     UserSortBy,
-    user_to_wire,
 )
+from stalwart.master.api.wire.users import user_to_wire
 from stalwart.master.services import users
 from stalwart.master.services.users import AgentLink, NewUser, SortKey, UserFilter, UserPatch
 

@@ -11,9 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
-from stalwart.master.redact import redact_config
-from stalwart.master.services.checkpoints import CheckpointView, MetricsAt
+from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 
 __all__ = [
     "CheckpointsResponse",
@@ -27,7 +25,6 @@ __all__ = [
     "V1Checkpoint",
     "V1CheckpointTrainingMetadata",
     "V1Metrics",
-    "checkpoint_to_wire",
 ]
 
 
@@ -127,36 +124,3 @@ class CheckpointMetadataBody(WireRequest):
 
 class PostCheckpointMetadataRequest(WireRequest):
     checkpoint: CheckpointMetadataBody = Field(description="Carries the new metadata.")
-
-
-def _metrics(at: MetricsAt | None) -> V1Metrics | None:
-    if at is None:
-        return None
-    return V1Metrics(avg_metrics=at.avg, batch_metrics=at.batch)
-
-
-def checkpoint_to_wire(view: CheckpointView) -> V1Checkpoint:
-    """The wire form of a checkpoint and what is known about its training."""
-    ckpt = view.checkpoint
-    training = V1CheckpointTrainingMetadata()
-    if view.trial_id is not None and view.experiment_config is not None:
-        training = V1CheckpointTrainingMetadata(
-            trial_id=view.trial_id,
-            experiment_id=view.experiment_id,
-            experiment_config=redact_config(view.experiment_config),
-            hparams=view.hparams,
-            training_metrics=_metrics(view.training),
-            validation_metrics=_metrics(view.validation),
-            searcher_metric=view.searcher_metric,
-        )
-    return V1Checkpoint(
-        uuid=ckpt.uuid,
-        state=f"STATE_{ckpt.state}",
-        metadata=dict(ckpt.metadata_ or {}),
-        resources={str(k): str(v) for k, v in (ckpt.resources or {}).items()},
-        training=training,
-        task_id=ckpt.task_id,
-        allocation_id=ckpt.allocation_id,
-        report_time=wire_time(ckpt.report_time),
-        storage_id=ckpt.storage_id,
-    )

@@ -15,13 +15,10 @@ are accepted. Streamed lines are ``{"result": <message>}``, one per line:
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pydantic import Field
 
-from stalwart.master.api.models.common import WireModel, WireRequest, wire_time
-from stalwart.master.logring import LogEntry
-from stalwart.master.services.logs import LogRecord, NewLog, format_message
+from stalwart.master.api.models.common import WireModel, WireRequest
 
 __all__ = [
     "MasterLogEntry",
@@ -32,11 +29,8 @@ __all__ = [
     "TaskLogsResponse",
     "TrialLogsFieldsResponse",
     "TrialLogsResponse",
-    "master_log_to_wire",
     "result_line",
     "stream_error_line",
-    "task_log_to_wire",
-    "trial_log_to_wire",
     "wire_level",
 ]
 
@@ -55,20 +49,6 @@ class TaskLogIn(WireRequest):
     source: str | None = Field(default=None, description="Where it came from (task, agent...).")
     stdtype: str | None = Field(default=None, description="stdout or stderr.")
     id: int | None = Field(default=None, description="Ignored (ids are the master's).")
-
-    def to_new_log(self) -> NewLog:
-        return NewLog(
-            task_id=self.task_id,
-            log=self.log,
-            timestamp=self.timestamp,
-            level=self.level,
-            allocation_id=self.allocation_id,
-            agent_id=self.agent_id,
-            container_id=self.container_id,
-            rank_id=self.rank_id,
-            source=self.source,
-            stdtype=self.stdtype,
-        )
 
 
 class PostTaskLogsRequest(WireRequest):
@@ -122,45 +102,9 @@ class MasterLogsResponse(WireModel):
     log_entry: MasterLogEntry = Field(description="The entry.")
 
 
-def master_log_to_wire(entry: LogEntry) -> MasterLogsResponse:
-    return MasterLogsResponse(
-        log_entry=MasterLogEntry(
-            id=entry.id,
-            timestamp=wire_time(entry.timestamp) or "",
-            level=entry.level,
-            message=entry.message,
-        )
-    )
-
-
 def wire_level(level: str | None) -> str:
     """``LOG_LEVEL_<X>`` of a stored level."""
     return f"LOG_LEVEL_{level or 'UNSPECIFIED'}"
-
-
-def _common(record: LogRecord) -> dict[str, Any]:
-    return {
-        "id": str(record.id),
-        "timestamp": wire_time(record.timestamp) or "",
-        "level": wire_level(record.level),
-        "message": format_message(record),
-        "log": record.log,
-        "agent_id": record.agent_id,
-        "container_id": record.container_id,
-        "rank_id": record.rank_id,
-        "source": record.source,
-        "stdtype": record.stdtype,
-    }
-
-
-def trial_log_to_wire(record: LogRecord, trial_id: int) -> TrialLogsResponse:
-    return TrialLogsResponse(trial_id=trial_id, **_common(record))
-
-
-def task_log_to_wire(record: LogRecord) -> TaskLogsResponse:
-    return TaskLogsResponse(
-        task_id=record.task_id, allocation_id=record.allocation_id, **_common(record)
-    )
 
 
 def result_line(message: WireModel) -> bytes:

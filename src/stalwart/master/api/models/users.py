@@ -6,8 +6,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from stalwart.master.api.models.common import Pagination, WireModel, WireRequest, wire_time
-from stalwart.master.db.tables import User
+from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 
 __all__ = [
     "AgentUserGroup",
@@ -27,7 +26,6 @@ __all__ = [
     "UserResponse",
     "UserSortBy",
     "V1User",
-    "user_to_wire",
 ]
 
 
@@ -52,29 +50,6 @@ class V1User(WireModel):
     agent_user_group: AgentUserGroup | None = Field(default=None, description="Task identity.")
     modified_at: str | None = Field(default=None, description="Last change (RFC 3339).")
     last_auth_at: str | None = Field(default=None, description="Last login (RFC 3339).")
-
-
-def user_to_wire(user: User) -> V1User:
-    """The wire form of a user row."""
-    group = None
-    if any(v is not None for v in (user.agent_uid, user.agent_gid, user.agent_user)):
-        group = AgentUserGroup(
-            agent_uid=user.agent_uid,
-            agent_gid=user.agent_gid,
-            agent_user=user.agent_user,
-            agent_group=user.agent_group,
-        )
-    return V1User(
-        id=user.id,
-        username=user.username,
-        admin=user.admin,
-        active=user.active,
-        display_name=user.display_name,
-        remote=user.remote,
-        agent_user_group=group,
-        modified_at=wire_time(user.modified_at),
-        last_auth_at=wire_time(user.last_auth_at),
-    )
 
 
 class LoginRequest(WireRequest):

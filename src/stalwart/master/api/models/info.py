@@ -1,0 +1,50 @@
+"""Wire models of the master's identity and settings: ``/info``, ``/api/v1/master`` and
+``/api/v1/master/config`` (the routes are in ``stalwart.master.api.info``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from stalwart import __version__
+from stalwart.master.api.models.common import WireModel
+
+__all__ = ["GetMasterResponse", "InfoResponse", "MasterConfigResponse", "Telemetry"]
+
+
+class Telemetry(WireModel):
+    enabled: bool = Field(default=False, description="Telemetry is never collected.")
+    segment_key: str = Field(default="", description="Unused.")
+
+
+class InfoResponse(WireModel):
+    version: str = Field(description="The Determined wire version the master speaks.")
+    master_id: str = Field(description="This master process.")
+    cluster_id: str = Field(description="This cluster (stable across restarts).")
+    cluster_name: str = Field(description="The configured cluster name.")
+    telemetry: Telemetry = Field(default_factory=Telemetry, description="Telemetry settings.")
+    sso_providers: list[Any] | None = Field(default=None, description="No SSO providers.")
+    stalwart_version: str = Field(default=__version__, description="Stalwart's own version.")
+
+
+class GetMasterResponse(WireModel):
+    version: str = Field(description="The Determined wire version the master speaks.")
+    master_id: str = Field(description="This master process.")
+    cluster_id: str = Field(description="This cluster.")
+    cluster_name: str = Field(description="The configured cluster name.")
+    has_custom_logo: bool = Field(default=False, description="No custom logo.")
+    strict_job_queue_control: bool = Field(default=False, description="Not enforced.")
+    telemetry_enabled: bool = Field(default=False, description="Telemetry is off.")
+    rbac_enabled: bool = Field(default=False, description="RBAC is not enabled.")
+    user_management_enabled: bool = Field(default=True, description="Users are managed here.")
+    product: str = Field(default="PRODUCT_UNSPECIFIED", description="Product flavour.")
+    feature_switches: list[str] = Field(default_factory=list, description="None.")
+    stalwart_version: str | None = Field(
+        default=None,
+        description="Stalwart's own version (always sent by Stalwart; absent from Determined).",
+    )
+
+
+class MasterConfigResponse(WireModel):
+    config: dict[str, Any] = Field(description="The master's settings (secrets removed).")
