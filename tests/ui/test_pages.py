@@ -355,8 +355,6 @@ def test_cluster_page_on_pbs(page: Page, tmp_path: Path, artifacts: Path) -> Non
         expect(gpus.locator("td").nth(1)).to_have_text("PBS")
         expect(gpus.locator("td").nth(2)).to_have_text("CUDA")
         expect(gpus.locator("td").nth(3)).to_have_text("2")  # nodes
-        expect(page.locator("#pools tr[data-key='workq'] td").first).to_have_text(
-            "workq (default)"
-        )
+        expect(page.locator("#pools tr[data-key='workq'] td").first).to_have_text("workq (default)")
         expect(page.locator("#agents-section")).to_be_hidden()
         page.screenshot(path=artifacts / "15-cluster-pbs.png", full_page=True)
