@@ -12,7 +12,7 @@ from sqlalchemy import select
 from stalwart.master.app import create_app
 from stalwart.master.db.tables import Allocation, Experiment, MetricReport, Trial
 from stalwart.master.services.experiments import settle_experiment, settle_trial
-from stalwart.master.services.metrics import downsample_lttb, iter_metric_reports
+from stalwart.master.services.metrics import downsample_lttb, iter_report_rows
 from stalwart.master.services.tasks import start_allocation
 from stalwart.master.transitions import set_allocation_state
 from tests.master.conftest import login, make_settings
@@ -243,9 +243,9 @@ def test_stream_batches_follow_the_series(client: TestClient, admin: dict[str, s
     trial, run, *_ = add_trial(client, exp_id)
     for steps in (5, 5, 6, 7, 8):
         report(client, admin, trial, run, "training", steps, {"loss": steps})
-    batches = list(iter_metric_reports(master(client).sessions, [trial], "training", batch=2))
+    batches = list(iter_report_rows(master(client).sessions, [trial], "training", batch=2))
     assert [len(b) for b in batches] == [2, 2, 1]
-    assert [r.steps_completed for b in batches for r in b] == [5, 5, 6, 7, 8]
+    assert [row[3] for b in batches for row in b] == [5, 5, 6, 7, 8]  # steps_completed
 
 
 def test_metric_series_downsamples(client: TestClient, admin: dict[str, str]) -> None:

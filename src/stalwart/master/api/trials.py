@@ -5,9 +5,12 @@ Task callers authenticate with their allocation token; user tokens work as well.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Annotated, Any, TypeVar
 
+import pydantic_core
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
@@ -24,8 +27,6 @@ from stalwart.master.api.models.trials import (
     GetTrialWorkloadsResponse,
     MetricSeriesPoint,
     MetricSeriesResponse,
-    MetricsReport,
-    MetricsReportsResponse,
     MetricsWorkload,
     ReportTrialMetricsBatchRequest,
     ReportTrialMetricsRequest,
@@ -110,40 +111,82 @@ def trial_to_wire(view: svc.TrialView) -> V1Trial:
     )
 
 
-def _report_to_wire(report: MetricReport) -> MetricsReport:
-    if report.group == metrics_svc.VALIDATION:
-        metrics: dict[str, Any] = {"validation_metrics": report.metrics or {}}
-    else:
-        metrics = {"avg_metrics": report.metrics or {}, "batch_metrics": report.batch_metrics}
-    return MetricsReport(
-        id=report.id,
-        trial_id=report.trial_id,
-        trial_run_id=report.trial_run_id,
-        group=report.group,
-        total_batches=report.steps_completed,
-        end_time=wire_time(report.report_time) or "",
-        archived=report.archived,
-        metrics=metrics,
-    )
-
-
 # --- metric streams (static paths first: they would otherwise match /trials/{trial_id}) ------
+
+
+def _wire_time_of(raw: str | dt.datetime) -> str:
+    """:func:`wire_time` of a ``report_time`` as the driver answers it, without building a
+    datetime for SQLite's stored text (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC)."""
+    if isinstance(raw, str):
+        if len(raw) == 26 and raw[10] == " " and raw[19] == ".":
+            fraction = "" if raw.endswith(".000000") else raw[19:]  # as isoformat() drops it
+            return f"{raw[:10]}T{raw[11:19]}{fraction}Z"
+        parsed = dt.datetime.fromisoformat(raw)
+        raw = parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed
+    return wire_time(raw) or ""
+
+
+def _spliceable(text: str) -> bool:
+    """Whether stored JSON text can go into an NDJSON line as it is: one line, and no
+    non-finite number (stored values hold them as the strings "NaN"/"Infinity"; a text that
+    mentions them at all takes the decoding path, which writes exactly what it always did)."""
+    return "\n" not in text and "\r" not in text and "NaN" not in text and "Infinity" not in text
+
+
+def _json_text(text: str | None, empty: str) -> str:
+    """The stored JSON text of a metrics column as it goes on the wire (``empty`` for null)."""
+    if text is None or text == "null":
+        return empty
+    if _spliceable(text):
+        return text
+    value = json.loads(text)  # the old path: decode, encode as the wire models do
+    if value is None or (not value and empty == "{}"):
+        return empty
+    return pydantic_core.to_json(value, inf_nan_mode="strings").decode()
+
+
+def _stream_line(group: str, rows: list[metrics_svc.ReportRow]) -> bytes:
+    """One NDJSON line: ``{"result":{"metrics":[v1MetricsReport...]}}``, written directly.
+
+    Byte for byte what ``MetricsReportsResponse(...).model_dump_json(by_alias=True)`` wrote
+    (field order, no spaces, ``"archived":false`` as only live reports are streamed), except
+    that each report's metrics are the stored JSON text spliced in rather than decoded and
+    encoded again: the same JSON values, with the stored text's spacing (:func:`_json_text`).
+    """
+    group_json = pydantic_core.to_json(group).decode()
+    validation = group == metrics_svc.VALIDATION
+    parts = []
+    for report_id, trial_id, run_id, steps, when, metrics, batch_metrics in rows:
+        head = (
+            f'{{"id":{report_id},"trialId":{trial_id},"trialRunId":{run_id},'
+            f'"group":{group_json},"totalBatches":{steps},'
+            f'"endTime":"{_wire_time_of(when)}","archived":false,'
+        )
+        avg = _json_text(metrics, "{}")
+        if validation:
+            parts.append(f'{head}"metrics":{{"validation_metrics":{avg}}}}}')
+        else:
+            batches = _json_text(batch_metrics, "null")
+            parts.append(f'{head}"metrics":{{"avg_metrics":{avg},"batch_metrics":{batches}}}}}')
+    return ('{"result":{"metrics":[' + ",".join(parts) + "]}}\n").encode()
 
 
 def _stream(
     state: MasterState, session: Session, trial_ids: list[int], group: str
 ) -> StreamingResponse:
     """NDJSON ``{"result": {"metrics": [...]}}`` lines, one per batch of reports (each batch
-    read in its own short session: the request's session is closed before the body is sent)."""
+    read in its own short session: the request's session is closed before the body is sent).
+
+    Plain columns are read and each line is written directly (:func:`_stream_line`): no ORM
+    object, no decoded JSON and no pydantic model per report."""
     if not group:
         raise InvalidArgumentError("group is required (training, validation, or a custom one)")
     metrics_svc.require_trials(session, trial_ids)
     sessions = state.sessions
 
     def lines() -> Iterator[bytes]:
-        for batch in metrics_svc.iter_metric_reports(sessions, trial_ids, group):
-            body = MetricsReportsResponse(metrics=[_report_to_wire(r) for r in batch])
-            yield b'{"result":' + body.model_dump_json(by_alias=True).encode() + b"}\n"
+        for batch in metrics_svc.iter_report_rows(sessions, trial_ids, group):
+            yield _stream_line(group, batch)
 
     return StreamingResponse(lines(), media_type="application/json")
 

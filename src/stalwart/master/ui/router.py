@@ -125,7 +125,10 @@ def experiment_metric_names(
     experiment_id: int, _caller: CallerDep, session: SessionDep
 ) -> MetricNamesResponse:
     """The groups and metric names reported by the experiment's trials."""
-    return _names(series_svc.metric_names(session, _trial_ids(session, experiment_id)))
+    if session.get(Experiment, experiment_id) is None:
+        raise NotFoundError(f"experiment {experiment_id} not found")
+    trials = select(Trial.id).where(Trial.experiment_id == experiment_id)
+    return _names(series_svc.metric_names(session, trials))
 
 
 @router.get("/ui/trials/{trial_id}/metric-names", response_model=MetricNamesResponse)

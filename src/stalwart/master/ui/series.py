@@ -8,7 +8,7 @@ Contract:
   out, as the series endpoints of the trial API do.
 - :func:`metric_names` reads only the first and the last live report of each (trial, group) (two
   index lookups each), so it stays cheap with 10,000 reports per trial; a metric that appears
-  only in the middle of a series is not listed.
+  only in the middle of a series is not listed. It takes two queries however many trials.
 - :func:`experiment_metric_series` reads one metric of many trials in one query of two columns
   (the database extracts the value as text; no report time, no ORM objects), which keeps a
   chart of 100 trials x 10,000 reports to a couple of seconds on SQLite.
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session, aliased
 
 from stalwart.master.db.tables import MetricReport
 from stalwart.master.services import metrics as metrics_svc
@@ -52,6 +52,10 @@ SEPARATOR = "/"
 
 MAX_DEPTH = 4
 """Nesting deeper than this is ignored (the profiler nests two levels)."""
+
+IDS_PER_QUERY = 10_000
+"""Report ids bound in one ``IN`` list (SQLite allows 32,766 parameters): one more query per
+5,000 (trial, group) pairs."""
 
 
 def flatten(metrics: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
@@ -115,34 +119,50 @@ def experiment_metric_series(
     return out
 
 
-def _live(trial_id: int, group: str | None = None) -> Any:
-    query = select(MetricReport.metrics).where(
-        MetricReport.trial_id == trial_id, MetricReport.archived.is_(False)
-    )
-    if group is not None:
-        query = query.where(MetricReport.group == group)
-    return query
+def metric_names(session: Session, trial_ids: Iterable[int] | Select[Any]) -> dict[str, list[str]]:
+    """Group -> sorted flattened metric names, over the trials' first and last live reports.
 
-
-def _groups_of(session: Session, trial_id: int) -> list[str]:
-    query = (
-        select(MetricReport.group)
-        .where(MetricReport.trial_id == trial_id, MetricReport.archived.is_(False))
+    ``trial_ids``: ids, or a query of them (an experiment's trials). Two queries whatever the
+    number of trials (up to 5,000 (trial, group) pairs; one more per 5,000): the first lists
+    each (trial, group) of the reports (a scan of the series index) with the ids of its first
+    and last live report (by step, then id: two index lookups each, as correlated subqueries);
+    the second reads those reports' metrics.
+    """
+    ids = trial_ids if isinstance(trial_ids, Select) else sorted(set(trial_ids))
+    if not isinstance(ids, Select) and not ids:
+        return {}
+    r = aliased(MetricReport)
+    pairs = (
+        select(MetricReport.trial_id, MetricReport.group)
+        .where(MetricReport.trial_id.in_(ids))
         .distinct()
+        .subquery()
     )
-    return sorted(session.scalars(query))
 
+    def end(*order: Any) -> Any:
+        return (
+            select(r.id)
+            .where(r.trial_id == pairs.c.trial_id, r.group == pairs.c.group, r.archived.is_(False))
+            .order_by(*order)
+            .limit(1)
+            .scalar_subquery()
+        )
 
-def metric_names(session: Session, trial_ids: Iterable[int]) -> dict[str, list[str]]:
-    """Group -> sorted flattened metric names, over the trials' first and last live reports."""
-    names: dict[str, set[str]] = {}
-    for trial_id in trial_ids:
-        for group in _groups_of(session, trial_id):
-            seen = names.setdefault(group, set())
-            order = (MetricReport.steps_completed, MetricReport.id)
-            for ordering in (order, tuple(c.desc() for c in order)):
-                row = session.scalars(_live(trial_id, group).order_by(*ordering).limit(1)).first()
-                seen.update(name for name, _ in flatten(row or {}))
+    ends = session.execute(
+        select(
+            pairs.c.group,
+            end(r.steps_completed, r.id),
+            end(r.steps_completed.desc(), r.id.desc()),
+        )
+    ).all()
+    wanted = sorted({rid for _, *both in ends for rid in both if rid is not None})
+    names: dict[str, set[str]] = {group: set() for group, first, _ in ends if first is not None}
+    for start in range(0, len(wanted), IDS_PER_QUERY):
+        query = select(MetricReport.group, MetricReport.metrics).where(
+            MetricReport.id.in_(wanted[start : start + IDS_PER_QUERY])
+        )
+        for group, metrics in session.execute(query):
+            names[group].update(name for name, _ in flatten(metrics or {}))
     return {group: sorted(found) for group, found in sorted(names.items())}
 
 
