@@ -33,6 +33,16 @@ def test_syntax_error_names_the_line() -> None:
     assert "YAML syntax error at line" in info.value.problems[0]
 
 
+@pytest.mark.parametrize(("text", "line"), [("<<", 1), ("name: x\nlabels: <<\n", 2)])
+def test_a_bare_merge_key_says_what_it_is_and_where(text: str, line: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "bad.yaml")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"YAML error at line {line}, column ")
+    assert "merge key" in problem
+    assert "quote it" in problem
+
+
 def test_duplicate_keys_are_errors_with_both_lines() -> None:
     with pytest.raises(ConfigError) as info:
         parse_yaml("name: a\nmax_restarts: 1\nname: b\n")

@@ -120,7 +120,18 @@ def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
     _collect(nodes[0], (), lines, problems)
     if problems:
         raise ConfigError(source, problems)
-    data = _json_like(yaml.safe_load(text))
+    try:
+        data = _json_like(yaml.safe_load(text))
+    except yaml.MarkedYAMLError as exc:  # well-formed, but not data (a bare `<<` merge key)
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
+        problem = str(exc.problem)
+        if "2002:merge" in problem:
+            problem = (
+                "`<<` is YAML's merge key (`<<: *anchor` merges a mapping); quote it ('<<') "
+                "to mean the text"
+            )
+        raise ConfigError(source, [f"YAML error at {where}: {problem}"]) from exc
     return ParsedDocument(source, {} if data is None else data, LineMap(lines))
 
 
