@@ -449,3 +449,54 @@ def test_a_trial_on_a_docker_agent_pulls_its_image_once(
     finally:
         cluster.stop()
     assert fake_engine.pulls(image) == 1
+
+
+def test_a_docker_agent_prepulls_a_queued_experiments_image_before_its_trial(
+    tmp_path: Path, fake_engine: FakeEngine
+) -> None:
+    """The master's pre-pull plan reaches the agent: the image of an experiment that waits
+    (paused) is pulled in the background, so its trial starts without pulling."""
+    image = "stalwart-test/queued:2"
+    config = tmp_path / "master.yaml"
+    config.write_text(
+        "cluster:\n  agent_timeout: 15\n  tick: 0.2\n"
+        "  prepull:\n    include_manifest_defaults: false\n    refresh_seconds: 0.5\n"
+    )
+    cluster = LocalCluster(
+        home=tmp_path / "home", port=free_port(), master_config=config, env=fake_engine.env
+    )
+    cluster.start_master()
+    try:
+        api = Api(cluster.url)
+        try:
+            experiment = api.create_experiment(
+                "name: queued\n"
+                "entrypoint: python3 -c \"print('started without a pull')\"\n"
+                f"environment:\n  image: {image}\n"
+                "max_restarts: 0\n"
+                "searcher:\n  name: single\n  metric: loss\n",
+                {"readme.txt": "nothing to see\n"},
+                activate=False,
+            )
+            cluster.start_agent("d1", slots=1, extra=["--container-runtime", "docker"])
+            api.wait_until(lambda: fake_engine.pulls(image) == 1, timeout=30, what="the pre-pull")
+            assert api.experiment(experiment)["state"] == "STATE_PAUSED"  # nothing ran yet
+            api.post(f"/api/v1/experiments/{experiment}/activate")
+            trial = api.wait_until(
+                lambda: next(iter(api.trials(experiment)), None), timeout=20, what="the trial"
+            )
+            logs = api.wait_until(
+                lambda: (
+                    (text := api.logs(trial["id"])) and "started without a pull" in text and text
+                ),
+                timeout=30,
+                what="the trial's output",
+            )
+            assert "pulling " not in logs, logs
+            task = api.get(f"/api/v1/tasks/{trial['taskId']}")["task"]
+            assert [a.get("imagePullSeconds") for a in task["allocations"]] == [None], task
+        finally:
+            api.close()
+    finally:
+        cluster.stop()
+    assert fake_engine.pulls(image) == 1
