@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fake ``docker`` / ``podman`` CLI for the agent's tests (standard library only).
+r"""A fake ``docker`` / ``podman`` CLI for the agent's tests (standard library only).
 
 The ``fake_engine`` fixture (``tests/agent/test_pull.py``) installs it on ``PATH`` as ``docker``
 and ``podman``. Its state lives in ``$STALWART_FAKE_ENGINE_DIR``:
@@ -25,7 +25,9 @@ Commands, with the real engines' exit codes and messages:
   in the host side of ``-w`` (through the ``-v HOST:CONTAINER`` mounts) with the variables
   named by ``-e NAME`` (values from the CLI's environment) plus the CLI's ``PATH`` (standing in
   for the image's), and exits with its code (128 + N when killed by signal N, as docker does).
-- ``kill --signal SIG NAME``: signals the process of ``--name NAME``.
+- ``kill --signal SIG NAME...``: signals the process of each ``--name NAME``.
+- ``ps --filter label=KEY=VALUE --format {{.Names}}``: the names of the running containers
+  whose ``--label``\ s include it (``containers/<name>.labels``).
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def _host_path(path: str, mounts: list[tuple[str, str]]) -> str:
 
 def _run(state: Path, args: list[str]) -> int:
     name, workdir = "", "/"
+    labels: dict[str, str] = {}
     mounts: list[tuple[str, str]] = []
     env_names: list[str] = []
     i = 0
@@ -159,6 +162,9 @@ def _run(state: Path, args: list[str]) -> int:
             mounts.append((host, inside.split(":")[0]))
         elif option in ("-e", "--env"):
             env_names.append(value)
+        elif option == "--label":
+            key, _, label = value.partition("=")
+            labels[key] = label
     if i >= len(args):
         print('"docker run" requires at least 1 argument.', file=sys.stderr)
         return 125
@@ -174,13 +180,16 @@ def _run(state: Path, args: list[str]) -> int:
         print(f"docker: Error response from daemon: {exc}", file=sys.stderr)
         return 127
     pid_file = state / "containers" / f"{name}.pid"
+    labels_file = state / "containers" / f"{name}.labels"
     if name:
+        labels_file.write_text(json.dumps(labels))
         pid_file.write_text(str(proc.pid))
     try:
         code = proc.wait()
     finally:
         if name:
             pid_file.unlink(missing_ok=True)
+            labels_file.unlink(missing_ok=True)
     return 128 - code if code < 0 else code
 
 
@@ -205,6 +214,20 @@ def _kill(state: Path, args: list[str]) -> int:
     return code
 
 
+def _ps(state: Path, args: list[str]) -> int:
+    wanted: dict[str, str] = {}
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--filter" and args[i + 1].startswith("label="):
+            key, _, value = args[i + 1].removeprefix("label=").partition("=")
+            wanted[key] = value
+    for labels_file in sorted((state / "containers").glob("*.labels")):
+        labels = json.loads(labels_file.read_text())
+        alive = labels_file.with_suffix(".pid").exists()
+        if alive and all(labels.get(k) == v for k, v in wanted.items()):
+            print(labels_file.stem)
+    return 0
+
+
 def main(args: list[str]) -> int:
     state = _state()
     with (state / "calls.jsonl").open("a", encoding="utf-8") as calls:
@@ -218,6 +241,8 @@ def main(args: list[str]) -> int:
             return _run(state, rest)
         case ["kill", *rest]:
             return _kill(state, rest)
+        case ["ps", *rest]:
+            return _ps(state, rest)
     print(f"fake engine: unsupported command {args}", file=sys.stderr)
     return 125
 

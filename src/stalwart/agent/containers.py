@@ -16,6 +16,7 @@ the argv names each variable (``-e NAME``) and the CLI process carries the value
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,8 @@ __all__ = [
     "container_name",
     "docker_run_argv",
 ]
+
+log = logging.getLogger(__name__)
 
 Engine = Literal["docker", "podman"]
 
@@ -157,6 +160,44 @@ class ContainerRunner(ProcessRunner):
             },
         )
         return argv, {**workspace.env, **inside}
+
+    def kill_leftovers(self, timeout: float = 60.0) -> list[str]:
+        """Kill the containers an earlier life of this agent left running (labelled with this
+        agent's id), as :func:`~stalwart.agent.runner.kill_leftovers` does for processes: a
+        restarted agent does not adopt them and the master reschedules their trials, so each
+        could only be a second copy. Returns their names; an engine that cannot list them is
+        logged and nothing is killed."""
+        listed = self._engine(
+            "ps",
+            "--filter",
+            f"label=ai.stalwart.agent={self.agent_id}",
+            "--format",
+            "{{.Names}}",
+            timeout=timeout,
+        )
+        names = sorted(line.strip() for line in listed.splitlines() if line.strip())
+        if names:
+            self._engine("kill", "--signal", "KILL", *names, timeout=timeout)
+        return names
+
+    def _engine(self, *args: str, timeout: float) -> str:
+        """Run ``<engine> ARGS``; its stdout ('' when it could not run or failed: logged)."""
+        try:
+            done = subprocess.run(
+                [self.engine, *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("%s %s failed: %s", self.engine, args[0], exc)
+            return ""
+        if done.returncode != 0:
+            log.warning("%s %s failed: %s", self.engine, args[0], done.stderr.strip()[-500:])
+            return ""
+        return done.stdout
 
     def handle_name(self, spec: TaskSpec) -> str:
         return container_name(spec.container_id)

@@ -318,6 +318,8 @@ def create_agent(
             agent_id=settings.agent_id,
             images=images,
         )
+        for name in runner.kill_leftovers():
+            log.warning("killed container %s, left running by an earlier life of this agent", name)
         prepuller = Prepuller(images)
     shipper = LogShipper(
         settings.master_url,
