@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -434,6 +435,19 @@ def test_a_restarted_agent_kills_the_containers_its_earlier_life_left(
 # --- end to end ------------------------------------------------------------------------------
 
 
+def _trial_output(api: Api, experiment: int, text: str) -> tuple[dict[str, Any], str]:
+    """The experiment's first trial and its logs, once they hold ``text``."""
+    trial: dict[str, Any] = api.wait_until(
+        lambda: next(iter(api.trials(experiment)), None), timeout=20, what="the trial"
+    )
+    logs: str = api.wait_until(
+        lambda: (found := api.logs(trial["id"])) and text in found and found,
+        timeout=30,
+        what="the trial's output",
+    )
+    return trial, logs
+
+
 def test_a_trial_on_a_docker_agent_pulls_its_image_once(
     tmp_path: Path, fake_engine: FakeEngine
 ) -> None:
@@ -460,16 +474,7 @@ def test_a_trial_on_a_docker_agent_pulls_its_image_once(
                 "searcher:\n  name: single\n  metric: loss\n",
                 {"readme.txt": "nothing to see\n"},
             )
-            trial = api.wait_until(
-                lambda: next(iter(api.trials(experiment)), None), timeout=20, what="the trial"
-            )
-            logs = api.wait_until(
-                lambda: (
-                    (text := api.logs(trial["id"])) and "hello from the container" in text and text
-                ),
-                timeout=20,
-                what="the trial's output",
-            )
+            trial, logs = _trial_output(api, experiment, "hello from the container")
             assert f"pulling {image}...\n" in logs
             assert re.search(rf"pulled {re.escape(image)} in \d+\.\ds\n", logs), logs
             assert logs.index("pulled ") < logs.index("hello from the container")
@@ -513,19 +518,10 @@ def test_a_docker_agent_prepulls_a_queued_experiments_image_before_its_trial(
                 activate=False,
             )
             cluster.start_agent("d1", slots=1, extra=["--container-runtime", "docker"])
-            api.wait_until(lambda: fake_engine.pulls(image) == 1, timeout=30, what="the pre-pull")
+            api.wait_until(lambda: fake_engine.holds(image), timeout=30, what="the pre-pull")
             assert api.experiment(experiment)["state"] == "STATE_PAUSED"  # nothing ran yet
             api.post(f"/api/v1/experiments/{experiment}/activate")
-            trial = api.wait_until(
-                lambda: next(iter(api.trials(experiment)), None), timeout=20, what="the trial"
-            )
-            logs = api.wait_until(
-                lambda: (
-                    (text := api.logs(trial["id"])) and "started without a pull" in text and text
-                ),
-                timeout=30,
-                what="the trial's output",
-            )
+            trial, logs = _trial_output(api, experiment, "started without a pull")
             assert "pulling " not in logs, logs
             task = api.get(f"/api/v1/tasks/{trial['taskId']}")["task"]
             (waited,) = [a.get("imagePullSeconds") for a in task["allocations"]]
