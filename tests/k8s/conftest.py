@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stalwart.master.k8s.client import HttpKubeApi, KubeApi, load_config
+from stalwart.master.rm.kubernetes.client import HttpKubeApi, KubeApi, load_config
 from tests.k8s.fake_api import FakeKube
 
 

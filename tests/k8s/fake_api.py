@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlparse
 
 import kubernetes_validate  # type: ignore[import-untyped]
 
-from stalwart.master.k8s.client import KINDS
+from stalwart.master.rm.kubernetes.client import KINDS
 
 __all__ = ["ApiError", "FakeKube", "matches_selector"]
 

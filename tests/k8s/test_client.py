@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stalwart.master.k8s.client import (
+from stalwart.master.rm.kubernetes.client import (
     AlreadyExistsError,
     GoneError,
     HttpKubeApi,
@@ -20,8 +20,8 @@ from stalwart.master.k8s.client import (
     WatchEvent,
     load_config,
 )
-from stalwart.master.k8s.informer import Informer
-from stalwart.master.k8s.queue import RateLimitedApi, TokenBucket
+from stalwart.master.rm.kubernetes.informer import Informer
+from stalwart.master.rm.kubernetes.queue import RateLimitedApi, TokenBucket
 from tests.k8s.conftest import Cluster
 from tests.k8s.fake_api import ApiError, FakeKube
 

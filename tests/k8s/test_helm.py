@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from stalwart.environments.manifest import load_manifest
-from stalwart.master.k8s.client import KINDS
-from stalwart.master.k8s.settings import KubernetesSettings
+from stalwart.master.rm.kubernetes.client import KINDS
+from stalwart.master.rm.kubernetes.settings import KubernetesSettings
 from stalwart.master.settings import load_settings
 from tests.k8s.helm_render import UnsupportedTemplateError, _parse, _Renderer, render_chart
 from tests.k8s.validate import assert_valid

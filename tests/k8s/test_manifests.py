@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stalwart.master.k8s.manifests import (
+from stalwart.master.rm.kubernetes.manifests import (
     ALLOCATION_LABEL,
     JobRequest,
     allocation_objects,
@@ -23,7 +23,7 @@ from stalwart.master.k8s.manifests import (
     pod_slots,
     registry_secret_manifest,
 )
-from stalwart.master.k8s.podspec import TASK_CONTAINER
+from stalwart.master.rm.kubernetes.podspec import TASK_CONTAINER
 from tests.k8s.validate import assert_valid
 
 BASE = JobRequest(

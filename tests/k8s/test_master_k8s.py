@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from stalwart.local import LocalCluster
-from stalwart.master.k8s.manifests import ALLOCATION_LABEL
-from stalwart.master.k8s.podspec import TASK_CONTAINER
+from stalwart.master.rm.kubernetes.manifests import ALLOCATION_LABEL
+from stalwart.master.rm.kubernetes.podspec import TASK_CONTAINER
 from tests.integration.api import Api
 from tests.integration.conftest import free_port, trial_files
 from tests.k8s.fake_api import ApiError, FakeKube

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stalwart.master.k8s.allocations import pod_spec_of
-from stalwart.master.k8s.podspec import strategic_merge
+from stalwart.master.rm.kubernetes.allocations import pod_spec_of
+from stalwart.master.rm.kubernetes.podspec import strategic_merge
 
 
 def test_containers_merge_by_name_and_env_by_name() -> None:

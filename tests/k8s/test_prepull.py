@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stalwart.environments.manifest import load_manifest
 from stalwart.environments.prepull import ExperimentImages, experiment_image, prepull_plan
-from stalwart.master.k8s.prepull import PLAN_ANNOTATION, daemonset_manifest, plan_hash
+from stalwart.master.rm.kubernetes.prepull import PLAN_ANNOTATION, daemonset_manifest, plan_hash
 from tests.k8s.validate import assert_valid
 
 

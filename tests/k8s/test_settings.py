@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stalwart.errors import ConfigError
-from stalwart.master.k8s.settings import KubernetesSettings
+from stalwart.master.rm.kubernetes.settings import KubernetesSettings
 from stalwart.master.settings import load_settings
 
 
@@ -37,7 +37,7 @@ def test_a_wrong_setting_is_named_in_the_error(tmp_path: Path) -> None:
 def test_the_master_imports_the_kubernetes_manager_only_when_configured() -> None:
     code = (
         "import sys; import stalwart.master.app, stalwart.master.cluster.loop; "
-        "print('stalwart.master.k8s.manager' in sys.modules)"
+        "print('stalwart.master.rm.kubernetes.manager' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

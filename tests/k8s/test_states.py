@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stalwart.master.k8s.podspec import TASK_CONTAINER
-from stalwart.master.k8s.states import allocation_status, pod_view, pull_seconds
+from stalwart.master.rm.kubernetes.podspec import TASK_CONTAINER
+from stalwart.master.rm.kubernetes.states import allocation_status, pod_view, pull_seconds
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 

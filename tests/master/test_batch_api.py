@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from stalwart.master.app import create_app
 from stalwart.master.db.tables import Allocation, Container
-from stalwart.master.slurm import jobs
-from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.settings import SlurmSettings
 from stalwart.master.transitions import set_allocation_state
 from tests.master.conftest import make_settings
 from tests.master.test_allocations_api import (

@@ -31,8 +31,8 @@ from stalwart.hpc.containers import cached_image, image_source, precache_steps, 
 from stalwart.hpc.precache import cluster_devices, precache_plan, run_plan
 from stalwart.hpc.slurm.script import render_sbatch_script
 from stalwart.master.db.tables import Allocation
-from stalwart.master.slurm import jobs
-from stalwart.master.slurm.settings import SlurmSettings
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.settings import SlurmSettings
 
 IMAGE = "determinedai/pytorch-ngc:0.38.0"
 ARGV = ["sh", "-c", "python3 train.py"]

@@ -1,6 +1,6 @@
 """The PBS resource manager (``resource_manager: {type: pbs}``) in the cluster loop, on a fake
 PBS server (:mod:`tests.slurm.fakepbs`) behind the real :class:`~stalwart.hpc.pbs.client.
-PbsClient`. It is the Slurm manager's logic (:class:`~stalwart.master.slurm.manager.HpcManager`)
+PbsClient`. It is the Slurm manager's logic (:class:`~stalwart.master.rm.hpc.manager.HpcManager`)
 with PBS's commands: qsub, one ``qstat -x -f -F json`` per poll, qdel. Each ``run_round()`` is one
 round of the loop; the launcher's calls are played through the ``batch/*`` services."""
 
@@ -18,10 +18,10 @@ from stalwart.hpc.pbs.client import PbsClient
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Allocation, Container, Experiment, TaskLog, Trial, User
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.manager import PbsManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.experiment_create import create_experiment
-from stalwart.master.slurm import jobs
-from stalwart.master.slurm.manager import PbsManager
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
 from tests.slurm.fakepbs import FakePbs

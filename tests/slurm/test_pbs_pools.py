@@ -1,6 +1,6 @@
 """PBS queues as resource pools through the master's API: the PBS counterpart of
 ``test_master_pools.py`` (which needs a real Slurm). An in-process master (``TestClient``) whose
-cluster loop drives a :class:`~stalwart.master.slurm.manager.PbsManager` on the fake PBS server
+cluster loop drives a :class:`~stalwart.master.rm.hpc.manager.PbsManager` on the fake PBS server
 (:mod:`tests.slurm.fakepbs`) behind the real client: ``GET /api/v1/resource-pools`` lists the
 queues (what the cluster page shows), ``POST /api/v1/experiments`` refuses a pool that is not a
 queue, and a trial in a queue is ``qsub -q``'d there and counted in its pool."""
@@ -18,7 +18,7 @@ from stalwart.hpc.errors import HpcCommandError
 from stalwart.hpc.pbs.client import PbsClient
 from stalwart.master.app import create_app
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.slurm.manager import PbsManager
+from stalwart.master.rm.hpc.manager import PbsManager
 from tests.master.conftest import login, make_settings
 from tests.master.test_experiment_create import file_entry
 from tests.slurm.fakepbs import FakePbs, PbsNodeRow, PbsQueueRow

@@ -1,6 +1,6 @@
 """PBS queues as resource pools: the ``qstat -Q``, ``pbsnodes`` and ``qstat -B`` parsers on the
 hand-written OpenPBS 23 samples, :func:`~stalwart.hpc.pbs.queues.queues_to_pools`, the client's
-three commands and :class:`~stalwart.master.slurm.systems.PbsSystem` on the fake PBS."""
+three commands and :class:`~stalwart.master.rm.hpc.systems.PbsSystem` on the fake PBS."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from stalwart.hpc.pbs.queues import node_serves, node_usable, queues_to_pools
 from stalwart.hpc.pbs.script import PbsOptions
 from stalwart.hpc.runner import CommandResult, ReplayRunner
 from stalwart.hpc.slurm.partitions import PartitionOverride, PartitionPool
-from stalwart.master.slurm.settings import PbsSettings
-from stalwart.master.slurm.systems import PbsSystem
+from stalwart.master.rm.hpc.settings import PbsSettings
+from stalwart.master.rm.hpc.systems import PbsSystem
 from tests.slurm.conftest import fixture_text
 from tests.slurm.fakepbs import FakePbs, PbsJobRow, PbsNodeRow, PbsQueueRow
 from tests.slurm.test_pbs_client import _request

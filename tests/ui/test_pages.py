@@ -328,7 +328,7 @@ def test_cluster_page_on_pbs(page: Page, tmp_path: Path, artifacts: Path) -> Non
 
     from stalwart.hpc.pbs.client import PbsClient
     from stalwart.master.cluster.loop import ClusterLoop
-    from stalwart.master.slurm.manager import PbsManager
+    from stalwart.master.rm.hpc.manager import PbsManager
     from tests.master.conftest import make_settings
     from tests.master.test_allocations_api import live_server
     from tests.slurm.test_pbs_pools import _fake

@@ -27,7 +27,7 @@ from stalwart.config.loader import read_yaml
 from stalwart.environments import load_manifest
 from stalwart.errors import ConfigError
 from stalwart.hpc.precache import cluster_devices, precache_plan, run_plan
-from stalwart.master.slurm.settings import BatchSystemSettings, PbsSettings, SlurmSettings
+from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings, SlurmSettings
 
 __all__ = ["precache"]
 

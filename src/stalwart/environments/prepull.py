@@ -11,7 +11,7 @@ stable: defaults first, then experiments' images in the order given; no duplicat
 (Slurm/PBS) builds its image cache from it. Every consumer reads this one plan:
 
 - the Kubernetes resource manager renders it as one DaemonSet per pool
-  (:mod:`stalwart.master.k8s.prepull`);
+  (:mod:`stalwart.master.rm.kubernetes.prepull`);
 - the master sends each agent its pool's list in every sync answer (``SyncResponse.prepull``,
   :mod:`stalwart.master.services.prepull`); an agent with a container engine pulls what it lacks;
 - ``stalwart envs precache`` converts the images for a batch cluster, from experiment files or

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stalwart.config.validation import problems_from_error, render_problems
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.errors import ConfigError
-from stalwart.master.rm_settings import AgentManagerSettings, ResourceManager
+from stalwart.master.rm.settings import AgentManagerSettings, ResourceManager
 
 __all__ = ["ClusterSettings", "Limits", "MasterSettings", "SecuritySettings", "load_settings"]
 

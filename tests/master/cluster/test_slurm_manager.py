@@ -25,11 +25,11 @@ from stalwart.hpc.slurm.script import render_sbatch_script
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Allocation, Container, Experiment, TaskLog, Trial, User
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.manager import SlurmManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.settings import MasterSettings
-from stalwart.master.slurm import jobs
-from stalwart.master.slurm.manager import SlurmManager
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
 

@@ -29,8 +29,8 @@ from stalwart.master.api.models.common import paginate
 from stalwart.master.api.wire.agents import agent_to_wire, slot_to_wire
 from stalwart.master.cluster.placement import pool_settings
 from stalwart.master.db.tables import Agent, Allocation, Slot
+from stalwart.master.rm.hpc.pools import batch_manager, partition_views
 from stalwart.master.services import agents as agent_service
-from stalwart.master.slurm.pools import batch_manager, partition_views
 
 __all__ = ["router"]
 
@@ -189,7 +189,7 @@ def get_resource_pools(
     with slot counts and types from the connected agents and each pool's scheduler; paginated.
 
     Pools are not bound to workspaces, so ``unbound`` changes nothing. Under the Slurm resource
-    manager the pools are its partitions (:mod:`stalwart.master.slurm.pools`: slots from
+    manager the pools are its partitions (:mod:`stalwart.master.rm.hpc.pools`: slots from
     ``sinfo``, GPU types as ``accelerator``) and the scheduler is ``SCHEDULER_TYPE_SLURM``
     (``SCHEDULER_TYPE_PBS`` under PBS).
     """

@@ -27,9 +27,9 @@ from stalwart.errors import ForbiddenError, NotFoundError
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import WireRequest
 from stalwart.master.db.tables import Allocation, Container
-from stalwart.master.k8s.settings import K8S_AGENT
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.kubernetes.settings import K8S_AGENT
 from stalwart.master.services.allocations import STOPPING_STATES, get_allocation
-from stalwart.master.slurm import jobs
 
 __all__ = ["router"]
 

@@ -32,10 +32,10 @@ from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Project
 from stalwart.master.redact import redact_config
+from stalwart.master.rm.hpc.pools import batch_manager, check_pool, pool_of_text
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.trials import list_experiment_trials
-from stalwart.master.slurm.pools import batch_manager, check_pool, pool_of_text
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]

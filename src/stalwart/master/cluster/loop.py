@@ -22,10 +22,11 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
 7. **Settling and checkpoint GC**: stopping experiments whose trials ended reach their terminal
    state; ended experiments get their checkpoint GC.
 
-With ``resource_manager: {type: slurm}``, :class:`~stalwart.master.slurm.manager.SlurmManager`
+With ``resource_manager: {type: slurm}``, :class:`~stalwart.master.rm.hpc.manager.SlurmManager`
 records its jobs' news (scancel, one squeue/sacct poll, rejected jobs) just before step 2, and
 submits batch jobs in place of step 5's agent placement. With ``{type: kubernetes}``,
-:class:`~stalwart.master.k8s.manager.KubernetesManager` does the same with Kubernetes Jobs.
+:class:`~stalwart.master.rm.kubernetes.manager.KubernetesManager` does the same with
+Kubernetes Jobs.
 
 Every step reads the database afresh and commits in short transactions; a crash at any point
 loses nothing (the next round, or the next master, carries on). Signals are delivered after
@@ -63,13 +64,13 @@ from stalwart.master.db.tables import (
     Trial,
     utcnow,
 )
-from stalwart.master.k8s.settings import KubernetesSettings
+from stalwart.master.rm.hpc.manager import PbsManager, SlurmManager
+from stalwart.master.rm.hpc.settings import PbsSettings, SlurmSettings
+from stalwart.master.rm.kubernetes.settings import KubernetesSettings
 from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.tasks import start_allocation
-from stalwart.master.slurm.manager import PbsManager, SlurmManager
-from stalwart.master.slurm.settings import PbsSettings, SlurmSettings
 from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
 from stalwart.master.transitions import (
     EXPERIMENT_TERMINAL,
@@ -84,8 +85,8 @@ log = logging.getLogger("stalwart.cluster")
 
 class BatchManager(Protocol):
     """A resource manager that replaces agent placement: Slurm
-    (:class:`~stalwart.master.slurm.manager.SlurmManager`) or Kubernetes
-    (:class:`~stalwart.master.k8s.manager.KubernetesManager`)."""
+    (:class:`~stalwart.master.rm.hpc.manager.SlurmManager`) or Kubernetes
+    (:class:`~stalwart.master.rm.kubernetes.manager.KubernetesManager`)."""
 
     def sync(self) -> list[TrialExit]: ...
 
@@ -120,7 +121,7 @@ class ClusterLoop:
             self.batch = PbsManager(state)
         elif isinstance(state.settings.resource_manager, KubernetesSettings):
             # Imported only when configured: the master needs nothing of it otherwise.
-            from stalwart.master.k8s.manager import KubernetesManager
+            from stalwart.master.rm.kubernetes.manager import KubernetesManager
 
             self.batch = KubernetesManager(state)
         """The batch resource manager (Slurm, Kubernetes) when configured: it replaces agent

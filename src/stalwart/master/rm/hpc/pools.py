@@ -3,7 +3,7 @@
 Contract:
 
 - :func:`batch_manager` finds the running master's Slurm or PBS manager
-  (:class:`~stalwart.master.slurm.manager.HpcManager`, the cluster loop's ``batch``), or None
+  (:class:`~stalwart.master.rm.hpc.manager.HpcManager`, the cluster loop's ``batch``), or None
   (agents, Kubernetes, or no cluster loop).
 - :func:`partition_views` turns the manager's partitions (one ``sinfo``; PBS: ``qstat -Q`` and
   ``pbsnodes``; cached by the manager) into :class:`~stalwart.master.services.agents.PoolView`
@@ -31,8 +31,8 @@ from sqlalchemy.orm import Session
 from stalwart.errors import InvalidArgumentError
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.master.db.tables import Allocation
+from stalwart.master.rm.hpc.manager import HpcManager
 from stalwart.master.services.agents import PoolView
-from stalwart.master.slurm.manager import HpcManager
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
 __all__ = ["PartitionView", "batch_manager", "check_pool", "partition_views", "pool_of_text"]

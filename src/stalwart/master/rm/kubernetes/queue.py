@@ -1,6 +1,7 @@
 """A rate-limited door for Kubernetes API calls.
 
-:class:`RateLimitedApi` wraps a :class:`~stalwart.master.k8s.client.KubeApi`: every call takes
+:class:`RateLimitedApi` wraps a :class:`~stalwart.master.rm.kubernetes.client.KubeApi`: every call
+takes
 a token from a bucket (``qps`` tokens a second, at most ``burst`` saved up) and so waits when the
 master calls too fast (thousands of trials starting at once do not flood the API server); calls
 that fail with a retryable error (429, 5xx, network) are retried up to ``retries`` times with
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, TypeVar
 
-from stalwart.master.k8s.client import Kind, KubeApi, KubeError, WatchEvent
+from stalwart.master.rm.kubernetes.client import Kind, KubeApi, KubeError, WatchEvent
 
 __all__ = ["RateLimitedApi", "TokenBucket"]
 

@@ -49,7 +49,8 @@ from stalwart.master.db.tables import (
     Task,
     utcnow,
 )
-from stalwart.master.k8s.settings import K8S_AGENT
+from stalwart.master.rm.hpc.settings import BatchSystemSettings
+from stalwart.master.rm.kubernetes.settings import K8S_AGENT
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.services.task_spec import (
@@ -59,7 +60,6 @@ from stalwart.master.services.task_spec import (
     free_port_offset,
     ports_for,
 )
-from stalwart.master.slurm.settings import BatchSystemSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The batch resource manager: the cluster loop's steps when ``resource_manager.type`` is
 ``slurm`` (:class:`SlurmManager`) or ``pbs`` (:class:`PbsManager`). Both are one
-:class:`HpcManager` driving a :class:`~stalwart.master.slurm.systems.BatchSystem`; the text below
+:class:`HpcManager` driving a :class:`~stalwart.master.rm.hpc.systems.BatchSystem`; the text below
 speaks of Slurm's commands (PBS: ``qsub``, ``qdel``, one ``qstat -x -f -F json`` per poll).
 
 The loop calls two methods under its lifecycle lock, in each round (database rows are the truth;
@@ -16,7 +16,7 @@ what is kept here is rebuilt from them after a restart):
   ends the allocations whose job was rejected (their trials error at once). It returns those
   trial exits for the searchers; the other ends go through the loop's usual step, as on agents.
 - :meth:`SlurmManager.schedule` (instead of agent placement): claims each PENDING allocation
-  (:func:`~stalwart.master.slurm.jobs.claim_batch`, committed), writes its token file (0600) and
+  (:func:`~stalwart.master.rm.hpc.jobs.claim_batch`, committed), writes its token file (0600) and
   ``sbatch``\\ es it outside any transaction, then records the job id, or the rejection (argument
   checks of :mod:`stalwart.hpc`, or Slurm's own message). A transient failure (slurmctld busy)
   leaves the allocation claimed and unsubmitted: it is submitted again next round, after
@@ -59,10 +59,10 @@ from stalwart.hpc.states import Outcome
 from stalwart.hpc.tracker import JobUpdate
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings, SlurmSettings
+from stalwart.master.rm.hpc.systems import BatchSystem, PbsSystem, SlurmSystem
 from stalwart.master.settings import MasterSettings
-from stalwart.master.slurm import jobs
-from stalwart.master.slurm.settings import BatchSystemSettings, PbsSettings, SlurmSettings
-from stalwart.master.slurm.systems import BatchSystem, PbsSystem, SlurmSystem
 from stalwart.master.state import MasterState, task_logs_key
 from stalwart.master.transitions import set_allocation_state
 

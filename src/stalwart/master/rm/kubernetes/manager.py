@@ -9,7 +9,8 @@ the Jobs of the old one by their labels):
   informers on first use (watches of the objects labelled with this cluster's id; every event
   pokes the loop) and waits for their first list; deletes the Jobs of allocations being killed;
   reads each live allocation's Job and pods from the caches and records what they say
-  (:func:`~stalwart.master.k8s.states.allocation_status`): PULLING once a pod is on a node,
+  (:func:`~stalwart.master.rm.kubernetes.states.allocation_status`): PULLING once a pod is on a
+  node,
   RUNNING once every pod runs (with the pull time in the trial's logs), EXITED with the task's
   exit code; one failed pod kills the others (all-or-nothing); pods that do not all run within
   ``gang_timeout_seconds`` of the first are killed; a pull that cannot succeed
@@ -27,7 +28,7 @@ the Jobs of the old one by their labels):
 - Every ``prepull.refresh_seconds``, :meth:`KubernetesManager.refresh_prepull` recomputes the
   pre-pull plan and creates, updates or deletes the pools' DaemonSets.
 
-All API calls go through :class:`~stalwart.master.k8s.queue.RateLimitedApi`.
+All API calls go through :class:`~stalwart.master.rm.kubernetes.queue.RateLimitedApi`.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from sqlalchemy import select
 from stalwart.agent.protocol import DeviceType
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
-from stalwart.master.k8s import allocations as rows
-from stalwart.master.k8s.client import (
+from stalwart.master.rm.kubernetes import allocations as rows
+from stalwart.master.rm.kubernetes.client import (
     AlreadyExistsError,
     HttpKubeApi,
     Kind,
@@ -52,25 +53,25 @@ from stalwart.master.k8s.client import (
     KubeError,
     load_config,
 )
-from stalwart.master.k8s.informer import Informer
-from stalwart.master.k8s.manifests import (
+from stalwart.master.rm.kubernetes.informer import Informer
+from stalwart.master.rm.kubernetes.manifests import (
     ALLOCATION_LABEL,
     allocation_objects,
     job_name,
     label_value,
     pod_slots,
 )
-from stalwart.master.k8s.podspec import TASK_CONTAINER
-from stalwart.master.k8s.prepull import (
+from stalwart.master.rm.kubernetes.podspec import TASK_CONTAINER
+from stalwart.master.rm.kubernetes.prepull import (
     PLAN_ANNOTATION,
     PREPULL_LABEL,
     daemonset_manifest,
     daemonset_name,
     plan_hash,
 )
-from stalwart.master.k8s.queue import RateLimitedApi
-from stalwart.master.k8s.settings import KubernetesSettings
-from stalwart.master.k8s.states import allocation_status, pod_view, pull_seconds
+from stalwart.master.rm.kubernetes.queue import RateLimitedApi
+from stalwart.master.rm.kubernetes.settings import KubernetesSettings
+from stalwart.master.rm.kubernetes.states import allocation_status, pod_view, pull_seconds
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.prepull import plan_for, queued_experiment_images
 from stalwart.master.state import MasterState, task_logs_key

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stalwart.master.k8s.manifests import LABEL_PREFIX, MANAGED_BY, dns_name, label_value
+from stalwart.master.rm.kubernetes.manifests import LABEL_PREFIX, MANAGED_BY, dns_name, label_value
 
 __all__ = ["PLAN_ANNOTATION", "PREPULL_LABEL", "daemonset_manifest", "daemonset_name", "plan_hash"]
 

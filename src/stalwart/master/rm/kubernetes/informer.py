@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from stalwart.master.k8s.client import GoneError, Kind, KubeApi, KubeError
+from stalwart.master.rm.kubernetes.client import GoneError, Kind, KubeApi, KubeError
 
 __all__ = ["Informer"]
 

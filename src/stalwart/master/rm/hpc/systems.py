@@ -1,6 +1,6 @@
 """The batch systems the master's batch resource manager drives: Slurm and PBS.
 
-Contract: a :class:`BatchSystem` is everything :class:`~stalwart.master.slurm.manager.
+Contract: a :class:`BatchSystem` is everything :class:`~stalwart.master.rm.hpc.manager.
 HpcManager` needs from one (the manager's logic is shared): ``submit`` (one request, one
 command, its job id), ``cancel`` (one command for many jobs), a tracker (a fixed number of
 commands per poll, :class:`~stalwart.hpc.tracker.JobTracker`), ``partitions`` (the pools, one
@@ -25,7 +25,7 @@ from stalwart.hpc.slurm.partitions import PartitionOverride, PartitionPool, part
 from stalwart.hpc.slurm.script import SlurmOptions
 from stalwart.hpc.slurm.tracker import SlurmTracker
 from stalwart.hpc.tracker import JobTracker
-from stalwart.master.slurm.settings import BatchSystemSettings, PbsSettings, SlurmSettings
+from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings, SlurmSettings
 
 __all__ = ["BatchSystem", "PbsSystem", "SlurmSystem"]
 

@@ -7,9 +7,10 @@ An allocation run on Kubernetes has one :class:`~stalwart.master.db.tables.Conta
 
 1. :func:`claim` (PENDING -> ASSIGNED, commits): token, ports, container rows and specs (the
    same builder as agent placement).
-2. The manager creates the objects (:func:`job_request` + :mod:`~stalwart.master.k8s.manifests`)
-   outside any transaction, then :func:`record_created`; or :func:`reject` (the containers exit
-   with the API's message; :func:`end_rejected` ends the allocation with ``retry=False``).
+2. The manager creates the objects (:func:`job_request` +
+   :mod:`~stalwart.master.rm.kubernetes.manifests`) outside any transaction, then
+   :func:`record_created`; or :func:`reject` (the containers exit with the API's message;
+   :func:`end_rejected` ends the allocation with ``retry=False``).
 3. The manager's watch news move the rows (:func:`mark_pulling`, :func:`mark_running`,
    :func:`mark_exited`); the cluster loop ends the allocation once its containers exited.
 
@@ -39,9 +40,9 @@ from stalwart.master.db.tables import (
     Workspace,
     utcnow,
 )
-from stalwart.master.k8s.manifests import JobRequest, job_name, pod_slots
-from stalwart.master.k8s.podspec import strategic_merge
-from stalwart.master.k8s.settings import K8S_AGENT, KubernetesSettings
+from stalwart.master.rm.kubernetes.manifests import JobRequest, job_name, pod_slots
+from stalwart.master.rm.kubernetes.podspec import strategic_merge
+from stalwart.master.rm.kubernetes.settings import K8S_AGENT, KubernetesSettings
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.services.task_spec import (

@@ -2,8 +2,8 @@
 
 ``resource_manager: {type: slurm, job_storage_root: ..., ...}`` submits each allocation as a
 Slurm batch job, and ``{type: pbs, ...}`` (the same shape) as a PBS job
-(:mod:`stalwart.master.slurm.manager`). This module only declares the settings (pydantic, no
-master imports); :mod:`stalwart.master.rm_settings` lists them among the resource managers.
+(:mod:`stalwart.master.rm.hpc.manager`). This module only declares the settings (pydantic, no
+master imports); :mod:`stalwart.master.rm.settings` lists them among the resource managers.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 ``{type: agent}`` (the default) runs them on Stalwart agents; ``{type: slurm, ...}`` and
 ``{type: pbs, ...}`` submit each allocation as a batch job
-(:mod:`stalwart.master.slurm.settings`); ``{type: kubernetes, ...}`` runs it as a Kubernetes Job
-(:mod:`stalwart.master.k8s.settings`). Pydantic only: :mod:`stalwart.master.settings` embeds
-it without importing any resource manager.
+(:mod:`stalwart.master.rm.hpc.settings`); ``{type: kubernetes, ...}`` runs it as a Kubernetes Job
+(:mod:`stalwart.master.rm.kubernetes.settings`). Pydantic only: :mod:`stalwart.master.settings`
+embeds it without importing any resource manager.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stalwart.master.k8s.settings import KubernetesSettings
-from stalwart.master.slurm.settings import PbsSettings, SlurmSettings
+from stalwart.master.rm.hpc.settings import PbsSettings, SlurmSettings
+from stalwart.master.rm.kubernetes.settings import KubernetesSettings
 
 __all__ = ["AgentManagerSettings", "ResourceManager"]
 

@@ -17,7 +17,7 @@ Each pod's ``stalwart-task`` container runs the batch launcher (``python -m
 stalwart.hpc.task``), as on Slurm: it asks the master for its rank's task spec, fetches the
 model definition and runs the task. The user's ``environment.pod_spec`` (already merged over the
 pool's ``cpu_pod_spec``/``gpu_pod_spec`` by the caller, the experiment winning) is the base the
-pod is built on (:mod:`stalwart.master.k8s.podspec`).
+pod is built on (:mod:`stalwart.master.rm.kubernetes.podspec`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ from typing import Any, Literal
 
 from stalwart.environments.registry import docker_config
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
-from stalwart.master.k8s.podspec import TASK_CONTAINER, fold_user_container, strategic_merge
+from stalwart.master.rm.kubernetes.podspec import (
+    TASK_CONTAINER,
+    fold_user_container,
+    strategic_merge,
+)
 
 __all__ = [
     "ALLOCATION_LABEL",

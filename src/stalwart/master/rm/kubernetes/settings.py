@@ -1,8 +1,9 @@
 """The master config's ``resource_manager: {type: kubernetes, ...}`` section.
 
-Pydantic only (no master or HTTP imports), so :mod:`stalwart.master.slurm.settings` can list it
+Pydantic only (no master or HTTP imports), so :mod:`stalwart.master.rm.hpc.settings` can list it
 in the ``resource_manager`` union without importing the Kubernetes resource manager itself: the
-master imports :mod:`stalwart.master.k8s.manager` only when ``type: kubernetes`` is configured.
+master imports :mod:`stalwart.master.rm.kubernetes.manager` only when ``type: kubernetes`` is
+configured.
 """
 
 from __future__ import annotations
