@@ -23,6 +23,7 @@ __all__ = [
     "PayloadTooLargeError",
     "StaleImageReferencesError",
     "StalwartError",
+    "StoredConfigError",
     "TooManyRequestsError",
     "UnauthenticatedError",
 ]
@@ -101,6 +102,26 @@ class StaleImageReferencesError(StalwartError):
     """``stalwart envs check`` found image references that disagree with the manifest."""
 
     code = "stale_image_references"
+
+
+class StoredConfigError(StalwartError):
+    """An experiment's stored config no longer validates against the config models (HTTP 500).
+
+    Stored configs are validated when they are created and edited, so this means the database
+    was changed by hand or a Stalwart upgrade tightened a model: the server's data is at fault,
+    not the request. ``problems`` holds one line per problem, each naming its path.
+    """
+
+    code = "invalid_stored_config"
+
+    def __init__(self, experiment_id: int | None, problems: list[str]) -> None:
+        super().__init__(
+            f"the stored config of experiment {experiment_id} no longer validates: "
+            + "; ".join(problems),
+            hint="fix the experiment's stored config, or run the Stalwart version that created it",
+        )
+        self.experiment_id = experiment_id
+        self.problems = problems
 
 
 class NotFoundError(StalwartError):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stalwart.master.rm.kubernetes.client import HttpKubeApi, KubeApi, load_config
+from stalwart.master.rm.kubernetes.client import KubeApi, KubernetesClientApi, load_config
 from tests.k8s.fake_api import FakeKube
 
 
@@ -49,7 +49,7 @@ def kube(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     if request.param == "real-cluster":
         if not os.environ.get("KUBECONFIG"):
             pytest.skip("no KUBECONFIG: set it to a test cluster to run this test against it too")
-        api = HttpKubeApi(load_config(None, os.environ))
+        api = KubernetesClientApi(load_config(None, os.environ))
         namespace = os.environ.get("STALWART_K8S_TEST_NAMESPACE", "default")
         try:
             yield Cluster(api, namespace, None, prefix)
@@ -65,7 +65,7 @@ def kube(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     fake.start()
     config = tmp_path / "kubeconfig"
     config.write_text(fake.kubeconfig())
-    api = HttpKubeApi(load_config(config, {}))
+    api = KubernetesClientApi(load_config(config, {}))
     try:
         yield Cluster(api, "default", fake, prefix)
     finally:

@@ -20,7 +20,10 @@ What it implements, as the real API server does for these calls:
 - every created or replaced object is validated against the Kubernetes OpenAPI schema
   (kubernetes-validate, ``validate_version``): an invalid one is refused with 422, as a real
   API server would;
-- a bearer token, when given, is required (401 otherwise).
+- a bearer token, when given, is required (401 otherwise; tests may change ``token`` while it
+  runs, as a rotated credential);
+- HTTPS with ``tls=True``: a self-signed certificate for 127.0.0.1 (:attr:`FakeKube.ca_pem`
+  verifies it), as the in-cluster address of a real API server is always HTTPS.
 
 Tests drive pods with :meth:`FakeKube.schedule`, :meth:`~FakeKube.pulling`,
 :meth:`~FakeKube.run`, :meth:`~FakeKube.succeed`, :meth:`~FakeKube.fail` and
@@ -29,23 +32,32 @@ Tests drive pods with :meth:`FakeKube.schedule`, :meth:`~FakeKube.pulling`,
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
+import ipaddress
 import json
 import secrets
+import ssl
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import kubernetes_validate  # type: ignore[import-untyped]
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from stalwart.master.rm.kubernetes.client import KINDS
 
-__all__ = ["ApiError", "FakeKube", "matches_selector"]
+__all__ = ["ApiError", "FakeKube", "Hold", "matches_selector"]
 
 Key = tuple[str, str, str]
 _KIND_NAMES = {
@@ -85,6 +97,36 @@ def matches_selector(labels: Mapping[str, str], selector: str) -> bool:
     return True
 
 
+def _self_signed() -> tuple[bytes, bytes]:
+    """A certificate (PEM) for 127.0.0.1 and localhost, signed by its own key, and the key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -105,6 +147,18 @@ class ApiError(Exception):
         self.body = _status(code, reason, message)
 
 
+class Hold:
+    """Calls held by :meth:`FakeKube.hold`: ``entered`` is set once one arrived; they go on when
+    ``released`` is set (:meth:`release`)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class FakeKube:
     """The fake API server (see the module docstring). ``start`` returns its URL."""
 
@@ -115,10 +169,14 @@ class FakeKube:
         bookmark_interval: float = 1.0,
         token: str | None = None,
         validate_version: str | None = "1.32",
+        tls: bool = False,
     ) -> None:
         self.history = history
         self.bookmark_interval = bookmark_interval
         self.token = token
+        self.tls = tls
+        self.ca_pem = b""
+        """With ``tls``: the server's certificate (PEM), the CA a client must trust."""
         self.validate_version = validate_version
         self.objects: dict[Key, dict[str, Any]] = {}
         self.events: list[tuple[int, str, str, str, dict[str, Any]]] = []
@@ -129,6 +187,9 @@ class FakeKube:
         self.requests: list[tuple[str, str]] = []
         self.fail_next: dict[tuple[str, str], ApiError] = {}
         """The next call of (method, kind) fails with this error (once)."""
+        self.holds: dict[tuple[str, str], Hold] = {}
+        """Calls of (method, kind) wait until their :class:`Hold` is released (a slow or hung
+        API server); see :meth:`hold`."""
         self.refuse_watches = False
         """While true, new watch requests get 503 (a flaky API server)."""
         self.refused_watches = 0
@@ -146,10 +207,32 @@ class FakeKube:
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
+        scheme = "http"
+        if self.tls:
+            self.ca_pem, key_pem = _self_signed()
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            with tempfile.TemporaryDirectory() as directory:
+                cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+                cert.write_bytes(self.ca_pem)
+                key.write_bytes(key_pem)
+                context.load_cert_chain(cert, key)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            scheme = "https"
         self._server = server
         threading.Thread(target=server.serve_forever, name="fake-kube", daemon=True).start()
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
         return self.url
+
+    def hold(self, method: str, kind: str) -> Hold:
+        """Make every ``method`` call on ``kind`` (``POST``, ``configmaps``) wait until the
+        returned hold is released (at most a minute, then it goes on)."""
+        held = Hold()
+        self.holds[(method, kind)] = held
+        return held
+
+    @property
+    def port(self) -> int:
+        return int(urlparse(self.url).port or 0)
 
     def stop(self) -> None:
         self._closing = True
@@ -159,14 +242,19 @@ class FakeKube:
             self._server.shutdown()
             self._server.server_close()
 
-    def kubeconfig(self, namespace: str = "default") -> str:
-        """A kubeconfig (YAML text) whose current context is this server."""
-        user = {"token": self.token} if self.token else {}
+    def kubeconfig(self, namespace: str = "default", user: Mapping[str, Any] | None = None) -> str:
+        """A kubeconfig (YAML text) whose current context is this server; its user has
+        ``user``'s credentials (default: the server's token)."""
+        if user is None:
+            user = {"token": self.token} if self.token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": user}],
+            "clusters": [{"name": "fake", "cluster": cluster}],
+            "users": [{"name": "fake", "user": dict(user)}],
             "contexts": [
                 {
                     "name": "fake",
@@ -592,13 +680,18 @@ class _Handler(BaseHTTPRequestHandler):
         # request on this keep-alive connection.
         body = self._body() if method in ("POST", "PUT", "DELETE") else {}
         try:
-            if kube.token and self.headers.get("Authorization") != f"Bearer {kube.token}":
+            scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+            if kube.token and (scheme.lower() != "bearer" or token != kube.token):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             kind, ns, name, query = self._route()
             kube.requests.append((method, self.path))
             failure = kube.fail_next.pop((method, kind), None)
             if failure is not None:
                 raise failure
+            held = kube.holds.get((method, kind))
+            if held is not None:
+                held.entered.set()
+                held.released.wait(60)
             selector = (query.get("labelSelector") or [""])[0]
             if method == "GET" and (query.get("watch") or [""])[0] in ("1", "true"):
                 if kube.refuse_watches:

@@ -15,8 +15,8 @@ import pytest
 from stalwart.master.rm.kubernetes.client import (
     AlreadyExistsError,
     GoneError,
-    HttpKubeApi,
     KubeError,
+    KubernetesClientApi,
     WatchEvent,
     load_config,
 )
@@ -90,7 +90,7 @@ def test_a_quiet_watch_gets_bookmarks_that_advance_its_version(
 ) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(fake_kube.kubeconfig())
-    api = HttpKubeApi(load_config(config, {}))
+    api = KubernetesClientApi(load_config(config, {}))
     _, version = api.list("configmaps", "default")
     fake_kube.create("configmaps", "other", config_map("elsewhere"))
     events = api.watch("configmaps", "default", version, timeout_seconds=5)
@@ -135,7 +135,9 @@ def test_api_errors_say_what_failed_and_transient_ones_are_retried(
 ) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(fake_kube.kubeconfig())
-    api = RateLimitedApi(HttpKubeApi(load_config(config, {})), qps=100, burst=10, backoff=0.01)
+    api = RateLimitedApi(
+        KubernetesClientApi(load_config(config, {})), qps=100, burst=10, backoff=0.01
+    )
     fake_kube.fail_next[("POST", "configmaps")] = ApiError(
         503, "ServiceUnavailable", "etcd is busy"
     )
@@ -158,7 +160,7 @@ def test_api_errors_say_what_failed_and_transient_ones_are_retried(
 def test_a_wrong_token_is_refused(fake_kube: FakeKube, tmp_path: Path) -> None:
     config = tmp_path / "kubeconfig"
     config.write_text(fake_kube.kubeconfig().replace("test-token", "wrong"))
-    api = HttpKubeApi(load_config(config, {}))
+    api = KubernetesClientApi(load_config(config, {}))
     with pytest.raises(KubeError, match="Unauthorized"):
         api.list("pods", "default")
     api.close()

@@ -55,17 +55,13 @@ def test_the_experiment_pod_spec_wins_over_the_pool_defaults() -> None:
         },
         "cpu_pod_spec": {"spec": {"priorityClassName": "cpu"}},
     }
-    config = {
-        "environment": {
-            "pod_spec": {
-                "spec": {
-                    "priorityClassName": "high",
-                    "volumes": [{"name": "scratch", "emptyDir": {}}],
-                }
-            }
+    mine = {
+        "spec": {
+            "priorityClassName": "high",
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
         }
     }
-    gpu = pod_spec_of(config, defaults, gpu=True)
+    gpu = pod_spec_of(mine, defaults, gpu=True)
     assert gpu["spec"]["priorityClassName"] == "high"
     assert [v["name"] for v in gpu["spec"]["volumes"]] == ["shared", "scratch"]
-    assert pod_spec_of({}, defaults, gpu=False) == {"spec": {"priorityClassName": "cpu"}}
+    assert pod_spec_of(None, defaults, gpu=False) == {"spec": {"priorityClassName": "cpu"}}

@@ -603,7 +603,7 @@ def test_patch_name_description_labels(client: TestClient, admin: dict[str, str]
 
 
 def test_patch_resources_reach_the_scheduler(client: TestClient, admin: dict[str, str]) -> None:
-    from stalwart.master.cluster.placement import read_snapshot
+    from stalwart.master.rm.agent.placement import read_snapshot
 
     exp_id = new_experiment(client, admin)
     add_trial(client, exp_id, allocation="PENDING")

@@ -20,6 +20,7 @@ from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.runner import ContainerStartError, ProcessRunner
 from stalwart.agent.workspace import Workspace
 from stalwart.cli.main import main
+from stalwart.config.hpc import SlurmConfig
 from stalwart.environments import load_manifest
 from stalwart.environments.prepull import planned_images
 from stalwart.hpc.container_runner import (
@@ -206,7 +207,9 @@ def test_the_batch_script_exports_the_container_settings(tmp_path: Path) -> None
         container_binds=["/datasets"],
     )
     allocation = Allocation(id="1.1", slots=1, resource_pool="default", task_id="1")
-    request = jobs.batch_request(allocation, {}, settings, master_url="http://m:8080", python="p")
+    request = jobs.batch_request(
+        allocation, SlurmConfig(), settings, master_url="http://m:8080", python="p"
+    )
     env = dict(request.env)
     assert env["STALWART_CONTAINER_RUN_TYPE"] == "apptainer"
     assert env["STALWART_IMAGE_CACHE_DIR"] == "/shared/sif"

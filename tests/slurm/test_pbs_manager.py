@@ -16,9 +16,10 @@ from sqlalchemy import select
 
 from stalwart.hpc.pbs.client import PbsClient
 from stalwart.master.app import open_state
+from stalwart.master.clock import ManualClock
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Allocation, Container, Experiment, TaskLog, Trial, User
-from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm import batchjobs
 from stalwart.master.rm.hpc.manager import PbsManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.experiment_create import create_experiment
@@ -64,10 +65,9 @@ def pbs() -> FakePbs:
 
 @pytest.fixture
 def loop(state: MasterState, pbs: FakePbs) -> ClusterLoop:
-    cluster = ClusterLoop(state)
-    assert isinstance(cluster.batch, PbsManager)  # chosen from resource_manager.type
-    cluster.batch = PbsManager(state, client=PbsClient(pbs.runner))
-    return cluster
+    assert isinstance(state.rm, PbsManager)  # chosen from resource_manager.type
+    state.rm = PbsManager(state, client=PbsClient(pbs.runner))
+    return ClusterLoop(state)
 
 
 def _create(state: MasterState, text: str = CONFIG) -> int:
@@ -121,7 +121,7 @@ def test_a_trial_is_qsubbed_runs_and_completes(
     loop.run_round()
     assert _allocation(state).state == "RUNNING"
     with state.sessions() as session:  # the launcher's batch/exit
-        jobs.mark_exited(session, allocation.id, 0, None, [0])
+        batchjobs.mark_exited(session, allocation.id, 0, None, [0])
         session.commit()
     pbs.jobs["100.pbs-head"].state, pbs.jobs["100.pbs-head"].exit_status = "F", 0
     loop.run_round()
@@ -186,17 +186,16 @@ def test_forbidden_pbsbatch_args_are_refused_before_qsub(
 def test_a_held_job_is_cancelled_after_stuck_job_timeout(
     state: MasterState, loop: ClusterLoop, pbs: FakePbs
 ) -> None:
-    manager = loop.batch
-    assert isinstance(manager, PbsManager)
-    now = [1000.0]
-    manager.clock = lambda: now[0]
+    assert isinstance(loop.rm, PbsManager)
+    clock = ManualClock()
+    state.clock = clock
     exp_id = _create(state)
     loop.run_round()
     pbs.jobs["100.pbs-head"].state = "H"
     loop.run_round()
     assert "will not start: queued: held (release it with qrls)" in _logs(state)
     assert pbs.runner.count("qdel") == 0
-    now[0] += 61
+    clock.advance(61)
     loop.run_round()
     assert ("qdel", "100.pbs-head") in pbs.runner.calls
     assert _states(state, exp_id) == ("ERROR", "ERROR")
@@ -223,12 +222,12 @@ def test_a_multi_node_trial_gets_one_container_per_node_and_their_addresses(
         ).all()
         assert [(r.rank, len(r.slot_ids)) for r in rows] == [(0, 2), (1, 1)]
         # Rank 1 reports first; nobody gets a spec until every node has reported.
-        jobs.record_node(session, allocation.id, 1, "cn2", "10.0.0.2")
+        batchjobs.record_node(session, allocation.id, 1, "cn2", "10.0.0.2")
         session.commit()
-        assert jobs.rendezvous_spec(session, allocation.id, 1) == ({}, [0])
-        jobs.record_node(session, allocation.id, 0, "cn1", "10.0.0.1")
+        assert batchjobs.rendezvous_spec(session, allocation.id, 1) == ({}, [0])
+        batchjobs.record_node(session, allocation.id, 0, "cn1", "10.0.0.1")
         session.commit()
-        specs = [jobs.rendezvous_spec(session, allocation.id, r)[0] for r in (0, 1)]
+        specs = [batchjobs.rendezvous_spec(session, allocation.id, r)[0] for r in (0, 1)]
     for rank, spec in enumerate(specs):
         rendezvous = json.loads(spec["info_files"]["rendezvous.json"])
         assert rendezvous["container_addrs"] == ["10.0.0.1", "10.0.0.2"]

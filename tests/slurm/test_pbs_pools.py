@@ -73,10 +73,9 @@ def _master(tmp_path: Path, fake: FakePbs, **extra: Any) -> Iterator[Master]:
     )
     with TestClient(create_app(settings, run_cluster=False)) as client:
         state = client.app.state.master  # type: ignore[attr-defined]
+        assert isinstance(state.rm, PbsManager)  # chosen from resource_manager.type
+        state.rm = PbsManager(state, client=PbsClient(fake.runner))
         loop = ClusterLoop(state)
-        assert isinstance(loop.batch, PbsManager)
-        loop.batch = PbsManager(state, client=PbsClient(fake.runner))
-        client.app.state.cluster = loop  # type: ignore[attr-defined]
         yield client, login(client, "admin"), fake, loop
 
 
@@ -215,7 +214,7 @@ def test_a_server_that_does_not_answer_keeps_the_last_pools(tmp_path: Path) -> N
         assert "workq" not in _pools(client, headers)
         assert _create(client, headers, _in("x")).status_code == 200
         fake.down = None
-        manager = loop.batch
+        manager = loop.rm
         assert isinstance(manager, PbsManager)
         assert [p.name for p in manager.pools(refresh=True)] == ["workq", "gpuq", "arch"]
         fake.down = "cannot connect to server pbs-head (errno=111)"

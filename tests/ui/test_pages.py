@@ -327,7 +327,6 @@ def test_cluster_page_on_pbs(page: Page, tmp_path: Path, artifacts: Path) -> Non
     from playwright.sync_api import expect
 
     from stalwart.hpc.pbs.client import PbsClient
-    from stalwart.master.cluster.loop import ClusterLoop
     from stalwart.master.rm.hpc.manager import PbsManager
     from tests.master.conftest import make_settings
     from tests.master.test_allocations_api import live_server
@@ -342,9 +341,7 @@ def test_cluster_page_on_pbs(page: Page, tmp_path: Path, artifacts: Path) -> Non
         },
     )
     with live_server(settings) as live:
-        loop = ClusterLoop(live.state)
-        loop.batch = PbsManager(live.state, client=PbsClient(_fake().runner))
-        live.app.state.cluster = loop
+        live.state.rm = PbsManager(live.state, client=PbsClient(_fake().runner))
         sign_in(page, live.url)
         page.goto(f"{live.url}/#/cluster")
         expect(page.get_by_role("heading", name="PBS queues")).to_be_visible()

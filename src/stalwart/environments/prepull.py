@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stalwart.config.experiment import ExperimentConfig
 from stalwart.environments.images import FRAMEWORKS, DeviceType
 from stalwart.environments.manifest import Manifest
 
@@ -58,14 +59,23 @@ class PrepullSettings(BaseModel):
 
 @dataclass(frozen=True)
 class ExperimentImages:
-    """The part of a queued or active experiment the plan reads."""
+    """The part of a queued or active experiment the plan reads (its config raw or validated)."""
 
     pool: str
-    config: Mapping[str, Any]
+    config: Mapping[str, Any] | ExperimentConfig
 
 
-def experiment_image(config: Mapping[str, Any], device: DeviceType) -> str | None:
-    """The image an experiment's config names for ``device`` (None: it names none)."""
+def experiment_image(
+    config: Mapping[str, Any] | ExperimentConfig, device: DeviceType
+) -> str | None:
+    """The image an experiment's config (raw, or validated) names for ``device`` (None: it
+    names none)."""
+    if isinstance(config, ExperimentConfig):
+        if config.resources.slots_per_trial == 0:
+            device = "cpu"
+        images = config.environment.image
+        named = {"cpu": images.cpu, "cuda": images.cuda, "rocm": images.rocm}[device]
+        return named if named is not None and named.strip() else None
     resources = config.get("resources") or {}
     if isinstance(resources, Mapping) and resources.get("slots_per_trial") == 0:
         device = "cpu"
@@ -79,7 +89,7 @@ def experiment_image(config: Mapping[str, Any], device: DeviceType) -> str | Non
 def planned_images(
     manifest: Manifest,
     devices: Iterable[DeviceType],
-    configs: Iterable[Mapping[str, Any]],
+    configs: Iterable[Mapping[str, Any] | ExperimentConfig],
     *,
     include_defaults: bool = True,
 ) -> list[str]:
@@ -108,7 +118,7 @@ def prepull_plan(
 ) -> dict[str, list[str]]:
     """Pool name -> images to pre-pull (see the module docstring). Pools not in ``pools`` are
     ignored; a pool with nothing to pull maps to an empty list."""
-    configs: dict[str, list[Mapping[str, Any]]] = {pool: [] for pool in pools}
+    configs: dict[str, list[Mapping[str, Any] | ExperimentConfig]] = {pool: [] for pool in pools}
     for experiment in experiments:
         if experiment.pool in configs:
             configs[experiment.pool].append(experiment.config)

@@ -40,7 +40,9 @@ from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
+from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
+from stalwart.master.services.logs import install_log_wakeups
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.transitions import install_event_publisher
@@ -82,16 +84,19 @@ def _agent_token(session: Session, settings: MasterSettings) -> str:
 
 
 def open_state(settings: MasterSettings) -> MasterState:
-    """Open the database (migrated, bootstrapped) and build the master's state."""
+    """Open the database (migrated, bootstrapped) and build the master's state, its resource
+    manager included (no engine is called yet)."""
     engine = make_engine(settings.database_url)
     migrate.upgrade(engine)
     sessions = make_session_factory(engine)
     state = MasterState(settings=settings, engine=engine, sessions=sessions)
     install_event_publisher(sessions, state.bus)
+    install_log_wakeups(sessions, state.notifier)
     with sessions() as session:
         bootstrap(session, settings.security.initial_user_password)
         state.cluster_id = _cluster_id(session)
         state.agent_token = _agent_token(session, settings)
+    state.rm = build_resource_manager(state)
     return state
 
 
@@ -124,6 +129,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
             finally:
                 if loop is not None:
                     loop.stop()
+                state.rm.close()
                 log.info("master %s stopping", state.master_id)
                 state.engine.dispose()
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stalwart.config.validation import problems_from_error, render_problems
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.errors import ConfigError
-from stalwart.master.rm.settings import AgentManagerSettings, ResourceManager
+from stalwart.master.rm.settings import AgentManagerSettings, ResourceManagerSettings
 
 __all__ = ["ClusterSettings", "Limits", "MasterSettings", "SecuritySettings", "load_settings"]
 
@@ -143,7 +143,7 @@ class MasterSettings(_Settings):
     resource_pools: list[dict[str, Any]] = Field(
         default_factory=list, description="Resource pools (name, task_container_defaults...)."
     )
-    resource_manager: ResourceManager = Field(
+    resource_manager: ResourceManagerSettings = Field(
         default_factory=AgentManagerSettings,
         description="Where tasks run: `{type: agent}` (Stalwart agents, the default), "
         "`{type: slurm, job_storage_root: ..., ...}` (Slurm batch jobs) or "

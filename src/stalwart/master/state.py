@@ -8,22 +8,30 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
+from stalwart.master.clock import Clock, SystemClock
 from stalwart.master.db.engine import SessionFactory
+from stalwart.master.db.tables import Container
 from stalwart.master.logring import LogRing
 from stalwart.master.services.prepull import PrepullPlans
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
+
+if TYPE_CHECKING:
+    from stalwart.master.rm.base import ResourceManager
 
 __all__ = [
     "ROUND_KEY",
     "ClusterHints",
     "MasterState",
     "Notifier",
+    "agent_key",
     "allocation_key",
     "task_logs_key",
 ]
@@ -118,8 +126,14 @@ class ClusterHints:
         self._lock = threading.Lock()
         self._experiments: set[int] = set()
         self.event = threading.Event()
+        self.rounds_begun = 0
+        """Rounds whose database phase (ending allocations, searchers, requests) has begun;
+        counted under the state lock as that phase starts."""
         self.rounds_done = 0
-        """Rounds the cluster loop has finished (it notifies :data:`ROUND_KEY` after each)."""
+        """Rounds the cluster loop has finished, placements included (it notifies
+        :data:`ROUND_KEY` after each). A change recorded under the state lock when
+        ``rounds_begun`` was n is seen by every round past n: waiting for ``rounds_done > n``
+        waits for a round that acted on it."""
 
     def experiment(self, experiment_id: int) -> None:
         """The experiment has news for its searcher (created, validated, state changed)."""
@@ -158,14 +172,53 @@ class MasterState:
     """The last report each agent registered with through this master: a sync repeating it
     only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""
     lifecycle: threading.RLock = field(default_factory=threading.RLock)
-    """Held by whatever changes experiment, trial or allocation states (the cluster loop's
-    rounds, agent syncs, users' state actions) so their read-decide-write steps never
-    interleave. Hold it for one short transaction at a time; never around network calls."""
+    """The state lock. Held by whatever changes experiment, trial, allocation or container
+    states (the cluster loop's database phases, resource managers' records, agent syncs,
+    users' state actions) so their read-decide-write steps never interleave.
+
+    Contract: hold it for short database work only (:meth:`step`), never around an engine
+    call (a subprocess such as ``sbatch``, an HTTP call to Kubernetes, a sleep or a retry):
+    while an engine is slow or hung, pausing, killing and agent syncs must still be answered.
+    It is reentrant, so a step may call code that takes it again."""
+    clock: Clock = field(default_factory=SystemClock)
+    """Where the cluster loop and the resource managers read the time (tests drive a
+    :class:`~stalwart.master.clock.ManualClock`)."""
+    rm: ResourceManager = field(init=False)
+    """The resource manager, built once from ``settings.resource_manager`` by
+    ``open_state``; the loop and the API ask it for what they need."""
     prepull: PrepullPlans = field(init=False)
     """The agent pools' pre-pull plan (sent with every agent sync)."""
 
     def __post_init__(self) -> None:
         self.prepull = PrepullPlans.for_agents(self.settings.cluster.prepull, self.sessions)
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[Session]:
+        """One database step under the state lock: a new session, closed (and the lock
+        released) when the block ends. The block commits what it wants kept; committing wakes
+        the log followers of tasks that got lines. No engine call inside (see
+        :attr:`lifecycle`)."""
+        with self.lifecycle, self.sessions() as session:
+            yield session
+
+    def wake(self, session: Session, allocation_ids: Iterable[str]) -> None:
+        """After a commit that signalled ``allocation_ids`` (preempt, kill): wake their
+        long-polls and the agents that run them (read through ``session``)."""
+        ids = sorted(set(allocation_ids))
+        if not ids:
+            return
+        for allocation_id in ids:
+            self.notifier.notify(allocation_key(allocation_id))
+        agents = session.scalars(
+            select(Container.agent_id).where(Container.allocation_id.in_(ids)).distinct()
+        )
+        for agent_id in list(agents):
+            self.notifier.notify(agent_key(agent_id))
+
+
+def agent_key(agent_id: str) -> str:
+    """Notifier key that wakes an agent's long-poll."""
+    return f"agent:{agent_id}"
 
 
 def allocation_key(allocation_id: str) -> str:

@@ -1,4 +1,5 @@
-"""The only code that changes the state of an experiment, trial, allocation or checkpoint.
+"""The only code that changes the state of an experiment, trial, allocation, container or
+checkpoint.
 
 Each ``set_*_state`` checks the edge against Determined's state machine (platform doc E.2),
 writes the new state (and end times), and queues a :class:`StateChanged` event on the session;
@@ -20,13 +21,23 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidTransitionError
-from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Task, Trial, utcnow
+from stalwart.master.db.tables import (
+    Allocation,
+    Checkpoint,
+    Container,
+    Experiment,
+    Task,
+    Trial,
+    utcnow,
+)
 
 __all__ = [
     "ALLOCATION_STATES",
+    "CONTAINER_STATES",
     "EXPERIMENT_TERMINAL",
     "EXPERIMENT_TRANSITIONS",
     "LIVE_ALLOCATION_STATES",
+    "PLACED_ALLOCATION_STATES",
     "TRIAL_TERMINAL",
     "TRIAL_TRANSITIONS",
     "EventBus",
@@ -35,11 +46,12 @@ __all__ = [
     "install_event_publisher",
     "set_allocation_state",
     "set_checkpoint_state",
+    "set_container_state",
     "set_experiment_state",
     "set_trial_state",
 ]
 
-Kind = Literal["experiment", "trial", "allocation", "checkpoint"]
+Kind = Literal["experiment", "trial", "allocation", "container", "checkpoint"]
 
 _STOPPING = ("STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR")
 
@@ -92,6 +104,14 @@ LIVE_ALLOCATION_STATES = ALLOCATION_STATES[:-1]
 """Every state but TERMINATED. Query with ``state.in_(LIVE_ALLOCATION_STATES)`` rather than
 ``state != 'TERMINATED'``: the state index serves it, so the cost does not grow with history."""
 
+PLACED_ALLOCATION_STATES = ALLOCATION_STATES[2:-1]
+"""ASSIGNED to TERMINATING: the states of an allocation that holds its slots (or its engine
+job)."""
+
+CONTAINER_STATES = ("ASSIGNED", "STARTING", "RUNNING", "EXITED")
+"""Container states in order; a container only moves forward (an engine may skip states: a
+container that never started goes from ASSIGNED to EXITED)."""
+
 CHECKPOINT_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "ACTIVE": frozenset({"COMPLETED", "ERROR"}),
     "COMPLETED": frozenset({"PARTIALLY_DELETED", "DELETED"}),
@@ -115,9 +135,9 @@ def check_edge(kind: Kind, old: str, new: str) -> None:
     """Raise InvalidTransitionError unless ``old -> new`` is an edge of ``kind``'s machine."""
     if old == new:
         return
-    if kind == "allocation":
-        known = old in ALLOCATION_STATES and new in ALLOCATION_STATES
-        if known and ALLOCATION_STATES.index(new) > ALLOCATION_STATES.index(old):
+    if kind in ("allocation", "container"):
+        order = ALLOCATION_STATES if kind == "allocation" else CONTAINER_STATES
+        if old in order and new in order and order.index(new) > order.index(old):
             return
     else:
         table = {
@@ -177,6 +197,33 @@ def set_allocation_state(session: Session, allocation: Allocation, new: str) -> 
     if new == "TERMINATED":
         allocation.end_time = utcnow()
     _queue(session, StateChanged("allocation", allocation.id, old, new))
+    return True
+
+
+def set_container_state(
+    session: Session,
+    container: Container,
+    new: str,
+    *,
+    exit_code: int | None = None,
+    reason: str | None = None,
+) -> bool:
+    """Move a container forward to ``new``; returns False when it already was in ``new`` (an
+    exit already recorded keeps its code and reason: the first word wins). EXITED records
+    ``exit_code`` (None: the task gave none: lost, killed before it started, refused by the
+    engine), ``reason`` and the exit time. Every engine's news about a container (agent syncs,
+    batch launchers, Slurm/PBS polls, Kubernetes watches) comes through here."""
+    old = container.state
+    check_edge("container", old, new)
+    if old == new:
+        return False
+    container.state = new
+    if new == "EXITED":
+        container.exit_code = exit_code
+        container.exit_reason = reason
+        container.exited_at = utcnow()
+    key = f"{container.allocation_id}/{container.rank}"
+    _queue(session, StateChanged("container", key, old, new))
     return True
 
 

@@ -8,7 +8,6 @@ Each ``run_round()`` is one round of the loop, so every step is deterministic.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,11 @@ from stalwart.agent.protocol import (
     TaskSpec,
 )
 from stalwart.master.app import open_state
+from stalwart.master.clock import ManualClock
 from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Agent, Allocation, Experiment, Slot, TaskLog, Trial, User
+from stalwart.master.rm.agent.manager import AgentManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
@@ -68,8 +69,10 @@ class FakeNode:
 
     def sync(self) -> SyncResponse:
         request = SyncRequest(slots=self.slots, containers=list(self.containers.values()))
-        with self.state.sessions() as session:
-            response = apply_sync(session, self.agent_id, request, kill_grace=1.0).response
+        with self.state.step() as session:
+            response = apply_sync(
+                session, self.agent_id, request, kill_grace=1.0, now=self.state.clock.now()
+            ).response
         for spec in response.start:
             self.containers[(spec.allocation_id, spec.rank)] = ContainerStatus(
                 allocation_id=spec.allocation_id, rank=spec.rank, state="RUNNING", pid=1
@@ -327,7 +330,10 @@ def test_priority_preemption_hands_the_slot_to_the_urgent_experiment(tmp_path: P
 def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
     tmp_path: Path,
 ) -> None:
-    state = _state_with(tmp_path, cluster={"agent_timeout": 0.2})
+    state = _state_with(tmp_path, cluster={"agent_timeout": 20})
+    clock = ManualClock()
+    state.clock = clock
+    state.rm = AgentManager(state)  # counts the agent timeout from the manual clock's start
     try:
         loop = ClusterLoop(state)
         lost, spare = FakeNode(state, "lost"), FakeNode(state, "spare")
@@ -337,7 +343,7 @@ def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
         (spec,) = lost.sync().start
         lost.sync()
         spare.sync()
-        time.sleep(0.3)  # "lost" stays silent for longer than agent_timeout
+        clock.advance(30)  # "lost" stays silent for longer than agent_timeout
         spare.sync()
         loop.run_round()
         (trial,) = _trials(state, exp_id)
@@ -351,7 +357,9 @@ def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
 
 
 def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Path) -> None:
-    state = _state_with(tmp_path, cluster={"preemption_timeout": 0.1})
+    state = _state_with(tmp_path, cluster={"preemption_timeout": 60})
+    clock = ManualClock()
+    state.clock = clock
     try:
         loop = ClusterLoop(state)
         node = FakeNode(state)
@@ -363,7 +371,10 @@ def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Pa
         with state.sessions() as session:
             exp_svc.cancel_experiment(session, exp_id)
         loop.run_round()  # first seen asking
-        time.sleep(0.15)
+        clock.advance(30)
+        loop.run_round()
+        assert node.sync().kill == []  # still within the preemption timeout
+        clock.advance(31)
         loop.run_round()
         assert node.sync().kill == [spec.allocation_id]
         node.exit(spec.allocation_id, -9)
@@ -484,11 +495,14 @@ def test_every_round_is_counted(state: MasterState) -> None:
 
 def test_a_repeated_report_only_heartbeats_and_a_changed_one_registers(state: MasterState) -> None:
     registered: dict[str, object] = {}
+    clock = ManualClock()
 
     def sync(slots: int) -> None:
         request = SyncRequest(slots=[SlotInfo(id=str(i), device_type="cpu") for i in range(slots)])
         with state.sessions() as session:
-            apply_sync(session, "n1", request, kill_grace=1.0, registered=registered)
+            apply_sync(
+                session, "n1", request, kill_grace=1.0, registered=registered, now=clock.now()
+            )
 
     def seen() -> tuple[float, int]:
         with state.sessions() as session:
@@ -500,7 +514,7 @@ def test_a_repeated_report_only_heartbeats_and_a_changed_one_registers(state: Ma
     sync(2)
     first, slots = seen()
     assert slots == 2
-    time.sleep(0.01)
+    clock.advance(1)
     sync(2)
     again, slots = seen()
     assert (again > first, slots) == (True, 2)

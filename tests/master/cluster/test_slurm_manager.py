@@ -25,7 +25,7 @@ from stalwart.hpc.slurm.script import render_sbatch_script
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Allocation, Container, Experiment, TaskLog, Trial, User
-from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm import batchjobs
 from stalwart.master.rm.hpc.manager import SlurmManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.experiment_create import create_experiment
@@ -124,10 +124,9 @@ def fake() -> FakeSlurm:
 
 @pytest.fixture
 def loop(state: MasterState, fake: FakeSlurm) -> ClusterLoop:
-    cluster = ClusterLoop(state)
-    assert cluster.batch is not None
-    cluster.batch = SlurmManager(state, client=fake)
-    return cluster
+    assert isinstance(state.rm, SlurmManager)  # built from resource_manager.type
+    state.rm = SlurmManager(state, client=fake)
+    return ClusterLoop(state)
 
 
 def _create(state: MasterState, text: str = CONFIG) -> int:
@@ -152,14 +151,14 @@ def _launcher_start(state: MasterState, allocation_id: str) -> TaskSpec:
         row = session.get(Container, (allocation_id, 0))
         assert allocation is not None
         assert row is not None
-        jobs.mark_running(session, allocation, 0)
+        batchjobs.mark_running(session, allocation, 0)
         session.commit()
         return TaskSpec.model_validate(row.spec)
 
 
 def _launcher_exit(state: MasterState, allocation_id: str, code: int | None) -> None:
     with state.sessions() as session:
-        jobs.mark_exited(session, allocation_id, code, None, [0])
+        batchjobs.mark_exited(session, allocation_id, code, None, [0])
         session.commit()
 
 
@@ -249,7 +248,7 @@ def test_a_job_slurm_preempted_resumes_without_using_a_restart(
 def test_pools_come_from_sinfo_and_gres_decides_the_slot_type(
     state: MasterState, loop: ClusterLoop, fake: FakeSlurm
 ) -> None:
-    manager = loop.batch
+    manager = loop.rm
     assert isinstance(manager, SlurmManager)
     pools = {p.name: p for p in manager.pools()}
     assert (pools["debug"].slot_type, pools["debug"].slots, pools["debug"].default) == (
@@ -293,7 +292,7 @@ def test_partition_overrides_win_over_gres(tmp_path: Path, fake: FakeSlurm) -> N
 def test_a_failed_sinfo_keeps_the_last_pools(
     state: MasterState, loop: ClusterLoop, fake: FakeSlurm
 ) -> None:
-    manager = loop.batch
+    manager = loop.rm
     assert isinstance(manager, SlurmManager)
     assert len(manager.pools()) == 2
 

@@ -23,9 +23,9 @@ from starlette.concurrency import run_in_threadpool
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncResponse
 from stalwart.errors import UnauthenticatedError
 from stalwart.master.api.deps import long_poll
-from stalwart.master.cluster.agent_sync import SyncOutcome, agent_key, apply_sync
+from stalwart.master.cluster.agent_sync import SyncOutcome, apply_sync
 from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Container
-from stalwart.master.state import ROUND_KEY, MasterState, allocation_key, task_logs_key
+from stalwart.master.state import ROUND_KEY, MasterState, agent_key, allocation_key
 
 __all__ = ["router"]
 
@@ -47,7 +47,7 @@ def _check_token(state: MasterState, request: Request) -> None:
 def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
     grace = state.settings.cluster.kill_grace
     prepull = state.prepull.images(body.resource_pool)  # outside the lock: may query
-    with state.lifecycle, state.sessions() as session:
+    with state.step() as session:
         outcome = apply_sync(
             session,
             agent_id,
@@ -55,6 +55,7 @@ def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
             kill_grace=grace,
             registered=state.agent_reports,
             prepull=prepull,
+            now=state.clock.now(),
         )
         live = list(
             session.scalars(
@@ -63,9 +64,8 @@ def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
                 )
             )
         )
-        rounds = state.hints.rounds_done  # under the lock: no round is halfway through
-    for task_id in outcome.log_tasks:
-        state.notifier.notify(task_logs_key(task_id))
+        # Under the lock: every round past this one acts on what was just recorded.
+        rounds = state.hints.rounds_begun
     if outcome.changed:
         state.hints.poke()
     return _Recorded(outcome, [allocation_key(a) for a in live], rounds)
@@ -88,7 +88,7 @@ def _answer(state: MasterState, agent_id: str, body: SyncRequest) -> SyncOutcome
 class _Recorded:
     outcome: SyncOutcome
     keys: list[str]  # the notifier keys of the agent's live allocations
-    rounds: int  # rounds the cluster loop had finished when the view was recorded
+    rounds: int  # rounds whose database phase had begun when the view was recorded
 
 
 @router.post("/agents/{agent_id}/sync", response_model=SyncResponse)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -27,9 +27,9 @@ from stalwart.master.api.models.agents import (
 )
 from stalwart.master.api.models.common import paginate
 from stalwart.master.api.wire.agents import agent_to_wire, slot_to_wire
-from stalwart.master.cluster.placement import pool_settings
 from stalwart.master.db.tables import Agent, Allocation, Slot
-from stalwart.master.rm.hpc.pools import batch_manager, partition_views
+from stalwart.master.rm.agent.placement import pool_settings
+from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import agents as agent_service
 
 __all__ = ["router"]
@@ -180,7 +180,6 @@ def get_resource_pools(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
-    request: Request,
     offset: int = 0,
     limit: int = 0,
     unbound: bool | None = None,
@@ -188,31 +187,26 @@ def get_resource_pools(
     """Every resource pool (``default``, the master config's, then those only agents serve),
     with slot counts and types from the connected agents and each pool's scheduler; paginated.
 
-    Pools are not bound to workspaces, so ``unbound`` changes nothing. Under the Slurm resource
-    manager the pools are its partitions (:mod:`stalwart.master.rm.hpc.pools`: slots from
-    ``sinfo``, GPU types as ``accelerator``) and the scheduler is ``SCHEDULER_TYPE_SLURM``
-    (``SCHEDULER_TYPE_PBS`` under PBS).
+    Pools are not bound to workspaces, so ``unbound`` changes nothing. When the engine defines
+    the pools (:class:`~stalwart.master.rm.base.EnginePools`: Slurm partitions, PBS queues) they
+    are its pools (slots from ``sinfo``/``pbsnodes``, GPU types as ``accelerator``) and the
+    scheduler is the engine's (``SCHEDULER_TYPE_SLURM``, ``SCHEDULER_TYPE_PBS``).
     """
     del unbound
     settings = state.settings
     schedulers = pool_settings(settings)
-    rm_type = settings.resource_manager.type
-    slurm = rm_type in ("slurm", "pbs")
-    batch_kind = "PBS" if rm_type == "pbs" else "SLURM"
+    engine = state.rm if isinstance(state.rm, EnginePools) else None
     pools = agent_service.resource_pools(session, settings.resource_pools)
     defaults = {"default"}
     accelerators: dict[str, str] = {}
-    manager = batch_manager(request.app.state)
-    if manager is not None:
-        partitions = partition_views(manager, session)
-        if partitions:
-            pools = [p.view for p in partitions]
-            defaults = {p.view.name for p in partitions if p.default}
-            accelerators = {
-                p.view.name: ",".join(p.gpu_types)
-                for p in partitions
-                if p.gpu_types and p.view.slot_type != "cpu"
-            }
+    if engine is not None and (partitions := engine.engine_pools(session)):
+        pools = [p.view for p in partitions]
+        defaults = {p.view.name for p in partitions if p.default}
+        accelerators = {
+            p.view.name: ",".join(p.gpu_types)
+            for p in partitions
+            if p.gpu_types and p.view.slot_type != "cpu"
+        }
     start, end, pagination = paginate(len(pools), offset, limit)
     wire = []
     for pool in pools[start:end]:
@@ -220,7 +214,7 @@ def get_resource_pools(
         kind = sched.scheduler if sched is not None else "priority"
         fitting = sched.fitting_policy if sched is not None else "best"
         detail = ResourcePoolDetail()
-        if kind == "priority" and not slurm:
+        if kind == "priority" and engine is None:
             detail.priority_scheduler = PrioritySchedulerDetail(
                 preemption=bool(sched and sched.preemption)
             )
@@ -236,11 +230,11 @@ def get_resource_pools(
                 default_aux_pool=pool.name in defaults,
                 accelerator=accelerators.get(pool.name),
                 slots_per_agent=pool.slots_per_agent,
-                scheduler_type=f"SCHEDULER_TYPE_{batch_kind}"
-                if slurm
+                scheduler_type=f"SCHEDULER_TYPE_{engine.scheduler_type}"
+                if engine is not None
                 else f"SCHEDULER_TYPE_{kind.upper()}",
-                scheduler_fitting_policy=f"FITTING_POLICY_{batch_kind}"
-                if slurm
+                scheduler_fitting_policy=f"FITTING_POLICY_{engine.scheduler_type}"
+                if engine is not None
                 else f"FITTING_POLICY_{fitting.upper()}",
                 details=detail,
                 cluster_name=settings.cluster_name,

@@ -1,4 +1,5 @@
-"""Routes: the batch-job launcher's calls (``python -m stalwart.hpc.task``, on compute nodes).
+"""Routes: the batch-job launcher's calls (``python -m stalwart.hpc.task``, on compute nodes
+and in Kubernetes pods: the engines that are a :class:`~stalwart.master.rm.base.BatchLauncher`).
 
 Only an allocation token opens them, and only for its own allocation (403 otherwise; users get
 403 too: these calls speak for a running task).
@@ -12,8 +13,8 @@ Only an allocation token opens them, and only for its own allocation (403 otherw
   (TERMINATING, TERMINATED) answers ``{"spec": null, "message": ...}``: the launcher exits
   without running anything.
 - ``POST /allocations/{id}/batch/exit`` ``{rank, exit_code, reason}``: the container exited
-  (the first report wins; the tracker's later word about the Slurm job changes nothing). The
-  cluster loop is poked so that the allocation ends within a round, as on agents.
+  (the first report wins; the engine's later word about the job changes nothing). The cluster
+  loop is poked so that the allocation ends within a round, as on agents.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from stalwart.errors import ForbiddenError, NotFoundError
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import WireRequest
 from stalwart.master.db.tables import Allocation, Container
-from stalwart.master.rm.hpc import jobs
-from stalwart.master.rm.kubernetes.settings import K8S_AGENT
+from stalwart.master.rm import batchjobs
+from stalwart.master.rm.base import BatchLauncher
 from stalwart.master.services.allocations import STOPPING_STATES, get_allocation
+from stalwart.master.state import MasterState
 
 __all__ = ["router"]
 
@@ -54,24 +56,38 @@ def _own(session: Any, allocation_id: str, caller: Caller) -> Allocation:
     return get_allocation(session, allocation_id)
 
 
+def _launched(session: Any, state: MasterState, allocation_id: str, rank: int) -> Container:
+    """Container ``rank`` of the allocation, run by this master's launching engine (404
+    otherwise: an agent's containers, or a rank the allocation does not have)."""
+    row: Container | None = session.get(Container, (allocation_id, rank))
+    rm = state.rm
+    if row is None or not isinstance(rm, BatchLauncher) or row.agent_id != rm.container_agent:
+        raise NotFoundError(f"allocation {allocation_id} has no batch container {rank}")
+    return row
+
+
 @router.post("/allocations/{allocation_id}/batch/start")
 def batch_start(
-    allocation_id: str, body: BatchStartRequest, caller: CallerDep, session: SessionDep
+    allocation_id: str,
+    body: BatchStartRequest,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
 ) -> dict[str, Any]:
     """The rank's spec; the container runs (see the module docstring)."""
     allocation = _own(session, allocation_id, caller)
-    row = session.get(Container, (allocation_id, body.rank))
-    if row is None or row.agent_id not in (jobs.BATCH_AGENT, K8S_AGENT):
-        raise NotFoundError(f"allocation {allocation_id} has no batch container {body.rank}")
+    row = _launched(session, state, allocation_id, body.rank)
     if allocation.state in STOPPING_STATES or row.state == "EXITED":
         return {"spec": None, "message": f"allocation {allocation_id} is being stopped"}
-    jobs.record_node(session, allocation_id, body.rank, body.node, body.address)
+    batchjobs.record_node(session, allocation_id, body.rank, body.node, body.address)
     session.commit()
-    spec, missing = jobs.rendezvous_spec(session, allocation_id, body.rank)
+    spec, missing = batchjobs.rendezvous_spec(session, allocation_id, body.rank)
     if missing:
         return {"spec": None, "waiting": missing}
-    jobs.mark_running(session, allocation, body.rank)
-    session.commit()
+    with state.lifecycle:
+        session.refresh(allocation)
+        batchjobs.mark_running(session, allocation, body.rank)
+        session.commit()
     return {"spec": spec}
 
 
@@ -85,8 +101,13 @@ def batch_exit(
 ) -> dict[str, Any]:
     """Record the rank's exit and poke the cluster loop."""
     _own(session, allocation_id, caller)
-    changed = jobs.mark_exited(session, allocation_id, body.exit_code, body.reason, [body.rank])
-    session.commit()
+    _launched(session, state, allocation_id, body.rank)
+    session.commit()  # read afresh under the lock
+    with state.lifecycle:
+        changed = batchjobs.mark_exited(
+            session, allocation_id, body.exit_code, body.reason, [body.rank]
+        )
+        session.commit()
     if changed:
         state.hints.poke()
     return {}

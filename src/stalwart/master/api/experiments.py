@@ -3,10 +3,11 @@ definition)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+import yaml
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
@@ -32,7 +33,7 @@ from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Project
 from stalwart.master.redact import redact_config
-from stalwart.master.rm.hpc.pools import batch_manager, check_pool, pool_of_text
+from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.trials import list_experiment_trials
@@ -43,25 +44,38 @@ __all__ = ["router"]
 router = APIRouter(tags=["experiments"])
 
 
+def _pool_of_text(config_text: str) -> str:
+    """``resources.resource_pool`` of an experiment's YAML text; ``default`` when unset or when
+    the text does not parse (experiment creation then reports what is wrong with it)."""
+    try:
+        data = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return "default"
+    resources = data.get("resources") if isinstance(data, Mapping) else None
+    if isinstance(resources, Mapping):
+        pool = resources.get("resource_pool")
+        if isinstance(pool, str) and pool:
+            return pool
+    return "default"
+
+
 @router.post("/experiments", response_model=CreateExperimentResponse)
 def post_experiment(
     body: CreateExperimentRequest,
     caller: CallerDep,
     session: SessionDep,
     state: StateDep,
-    request: Request,
 ) -> CreateExperimentResponse:
-    """Create an experiment from YAML text and a model definition (400 if invalid; under
-    Slurm, 400 too when its resource pool is not a partition)."""
+    """Create an experiment from YAML text and a model definition (400 if invalid; 400 too
+    when the engine defines the pools (Slurm, PBS) and its resource pool is not one)."""
     if body.unmanaged:
         raise InvalidArgumentError("unmanaged experiments are not supported by Stalwart")
     if body.template:
         raise InvalidArgumentError(
             f"config template {body.template!r} not found (templates are not supported yet)"
         )
-    batch = batch_manager(request.app.state)
-    if batch is not None:
-        check_pool(batch, pool_of_text(body.config))
+    if isinstance(state.rm, EnginePools):
+        state.rm.check_pool(_pool_of_text(body.config))
     created = create_experiment(
         session,
         state.settings,

@@ -50,7 +50,7 @@ from stalwart.master.db.tables import Allocation, Container, Experiment, Task, T
 from stalwart.master.logring import LogEntry, LogRing
 from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
-from stalwart.master.state import MasterState, task_logs_key
+from stalwart.master.state import MasterState
 
 __all__ = ["router"]
 
@@ -79,14 +79,12 @@ def post_task_logs(
         )
     if caller.allocation_id is None:
         policy.require_change_tasks(session, caller.user, [e.task_id for e in body.logs])
-    task_ids = service.ingest_logs(
+    service.ingest_logs(
         session,
         [new_log(entry) for entry in body.logs],
         caller_allocation_id=caller.allocation_id,
     )
-    session.commit()
-    for task_id in task_ids:
-        state.notifier.notify(task_logs_key(task_id))
+    session.commit()  # wakes the tasks' followers
     return Empty()
 
 

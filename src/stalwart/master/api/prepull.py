@@ -11,15 +11,13 @@ read it (image names only, no credentials).
 
 from __future__ import annotations
 
-from typing import Any
-
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import Field
 
-from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import WireModel
-from stalwart.master.services.prepull import agent_pool_devices, plan_for
+from stalwart.master.rm.base import Prepull
+from stalwart.master.services.prepull import plan_for
 
 __all__ = ["PrepullPlanResponse", "PrepullPool", "router"]
 
@@ -41,14 +39,13 @@ class PrepullPlanResponse(WireModel):
 
 
 @router.get("/prepull", response_model=PrepullPlanResponse)
-def get_prepull(
-    _caller: CallerDep, session: SessionDep, state: StateDep, request: Request
-) -> PrepullPlanResponse:
-    """The pre-pull plan of every pool of this master's resource manager, computed now."""
-    manager: Any = getattr(getattr(request.app.state, "cluster", None), "batch", None)
-    rm: Any = state.settings.resource_manager
-    settings: PrepullSettings = getattr(rm, "prepull", None) or state.settings.cluster.prepull
-    pools = dict(manager.prepull_pools()) if manager is not None else agent_pool_devices(session)
+def get_prepull(_caller: CallerDep, session: SessionDep, state: StateDep) -> PrepullPlanResponse:
+    """The pre-pull plan of every pool of this master's resource manager, computed now (an
+    engine without pre-pull: disabled, no pools)."""
+    if not isinstance(state.rm, Prepull):
+        return PrepullPlanResponse(enabled=False, pools={})
+    settings = state.rm.prepull_settings
+    pools = dict(state.rm.prepull_pools())
     plan = plan_for(session, pools, settings)
     return PrepullPlanResponse(
         enabled=settings.enabled,

@@ -13,14 +13,15 @@
    spec), unless its allocation is being killed, in which case it is recorded as exited without
    ever starting.
 
-It returns the response, whether anything changed that the cluster loop must look at (an
-exit, or a new agent), and the tasks that got log lines (their followers are woken after the
-commit). With ``record=False`` it only recomputes steps 2-3's answer (for a long-poll that woke
-up), writing nothing. Nothing here talks to the network.
+It returns the response and whether anything changed that the cluster loop must look at (an
+exit, or a new agent); the followers of tasks that got log lines are woken by the commit. With
+``record=False`` it only recomputes steps 2-3's answer (for a long-poll that woke up), writing
+nothing. Nothing here talks to the network.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
@@ -33,21 +34,16 @@ from stalwart.master.db.tables import (
     Agent,
     Allocation,
     Container,
-    utcnow,
 )
 from stalwart.master.services.agents import heartbeat, register_agent
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.logs import NewLog, add_logs
-from stalwart.master.transitions import set_allocation_state
+from stalwart.master.state import agent_key
+from stalwart.master.transitions import set_allocation_state, set_container_state
 
 __all__ = ["SyncOutcome", "agent_key", "apply_sync"]
 
 _KILLING = frozenset({"TERMINATING", "TERMINATED"})
-
-
-def agent_key(agent_id: str) -> str:
-    """Notifier key that wakes an agent's long-poll."""
-    return f"agent:{agent_id}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,6 @@ class SyncOutcome:
 
     response: SyncResponse
     changed: bool
-    log_tasks: frozenset[str] = frozenset()
 
     @property
     def has_work(self) -> bool:
@@ -73,11 +68,13 @@ def apply_sync(
     record: bool = True,
     registered: MutableMapping[str, object] | None = None,
     prepull: Sequence[str] = (),
+    now: dt.datetime | None = None,
 ) -> SyncOutcome:
     """Record the agent's view and answer it (see the module docstring); commits.
 
     ``prepull`` (the agent pool's pre-pull plan) travels in the answer as is. A container's
-    reported ``pull_seconds`` is stored on its allocation.
+    reported ``pull_seconds`` is stored on its allocation. ``now``: the heartbeat's time (the
+    master's clock; default the current time).
 
     ``registered`` (the master's memory of what each agent registered with) lets a sync that
     repeats its agent's report skip re-registering the slots. ``record=False`` only answers: it
@@ -90,7 +87,7 @@ def apply_sync(
     # A report this master registered already (same slots, pool, addresses) only heartbeats.
     report = (request.version, request.resource_pool, tuple(request.addresses), *request.slots)
     if record and not changed and registered is not None and registered.get(agent_id) == report:
-        heartbeat(session, agent_id)
+        heartbeat(session, agent_id, now=now)
     elif record:
         register_agent(
             session,
@@ -99,6 +96,7 @@ def apply_sync(
             resource_pool=request.resource_pool,
             addresses=request.addresses,
             version=request.version,
+            now=now,
         )
         if registered is not None:
             registered[agent_id] = report
@@ -124,7 +122,6 @@ def apply_sync(
     kill: set[str] = set()
     forget: list[str] = []
     reported: set[tuple[str, int]] = set()
-    log_tasks: set[str] = set()
     for status in request.containers:
         key = (status.allocation_id, status.rank)
         reported.add(key)
@@ -134,14 +131,12 @@ def apply_sync(
             record_pull_time(allocation, status.pull_seconds)
         if status.state == "EXITED":
             if record and row is not None and row.state != "EXITED":
-                row.state = "EXITED"
-                row.exit_code = status.exit_code
-                row.exit_reason = status.exit_reason
-                row.exited_at = utcnow()
+                set_container_state(
+                    session, row, "EXITED", exit_code=status.exit_code, reason=status.exit_reason
+                )
                 changed = True
                 if status.logs and allocation is not None:
                     _store_last_lines(session, agent_id, allocation, status)
-                    log_tasks.add(allocation.task_id)
             forget.append(f"{status.allocation_id}/{status.rank}")
             continue
         if row is None or row.state == "EXITED" or allocation is None:
@@ -152,11 +147,11 @@ def apply_sync(
         if not record:
             continue
         if status.state == "RUNNING" and row.state in ("ASSIGNED", "STARTING"):
-            row.state = "RUNNING"
+            set_container_state(session, row, "RUNNING")
             if allocation.state in ("ASSIGNED", "PULLING", "STARTING"):
                 set_allocation_state(session, allocation, "RUNNING")
         elif status.state == "STARTING" and row.state == "ASSIGNED":
-            row.state = "STARTING"
+            set_container_state(session, row, "STARTING")
             if allocation.state == "ASSIGNED":
                 set_allocation_state(session, allocation, "STARTING")
     start: list[TaskSpec] = []
@@ -167,9 +162,7 @@ def apply_sync(
         if allocation is None or allocation.state in _KILLING:
             if not record:
                 continue
-            row.state = "EXITED"
-            row.exit_reason = "killed before it started"
-            row.exited_at = utcnow()
+            set_container_state(session, row, "EXITED", reason="killed before it started")
             changed = True
             continue
         start.append(TaskSpec.model_validate(row.spec))
@@ -182,7 +175,7 @@ def apply_sync(
         kill_grace_seconds=kill_grace,
         prepull=list(prepull),
     )
-    return SyncOutcome(response=response, changed=changed, log_tasks=frozenset(log_tasks))
+    return SyncOutcome(response=response, changed=changed)
 
 
 def _store_last_lines(

@@ -26,7 +26,7 @@ from sqlalchemy import select
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Checkpoint, Experiment
 from stalwart.master.services.checkpoints import build_views
-from stalwart.master.services.metrics import searcher_settings
+from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.transitions import set_checkpoint_state
 
 __all__ = ["CheckpointFacts", "checkpoints_to_keep", "collect_experiment", "storage_directory"]
@@ -93,8 +93,10 @@ def collect_experiment(sessions: SessionFactory, experiment_id: int) -> int:
         experiment = session.get(Experiment, experiment_id)
         if experiment is None or experiment.checkpoints_collected:
             return 0
-        storage = experiment.config.get("checkpoint_storage") or {}
-        _, smaller = searcher_settings(experiment.config)
+        config = typed_config(experiment)
+        # The pure helpers below read the section as JSON (as their tests and callers give it).
+        storage = config.checkpoint_storage.to_dict() if config.checkpoint_storage else {}
+        smaller = config.searcher.smaller_is_better
         ckpts = list(
             session.scalars(
                 select(Checkpoint).where(

@@ -33,8 +33,9 @@ from sqlalchemy.orm import Session
 from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Trial, utcnow
 from stalwart.master.searcher.base import ExitedReason
 from stalwart.master.services.agents import release_slots
+from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import settle_experiment, settle_trial
-from stalwart.master.services.logs import normalize_level
+from stalwart.master.services.logs import normalize_level, note_new_lines
 from stalwart.master.transitions import (
     TRIAL_TERMINAL,
     set_allocation_state,
@@ -59,10 +60,10 @@ class TrialExit:
 def master_log(session: Session, task_id: str, allocation_id: str | None, text: str) -> None:
     """One line in a task's logs from the master itself (source ``master``).
 
-    The task id is remembered in ``session.info["log_tasks"]``: after the commit, wake the
-    task's log followers (:func:`stalwart.master.state.task_logs_key`).
+    The task's log followers are woken once the caller commits
+    (:func:`~stalwart.master.services.logs.note_new_lines`).
     """
-    session.info.setdefault("log_tasks", set()).add(task_id)
+    note_new_lines(session, task_id)
     session.add(
         TaskLog(
             task_id=task_id,
@@ -102,8 +103,7 @@ def _describe(exit_code: int | None, reason: str | None) -> str:
 
 
 def _max_restarts(experiment: Experiment) -> int:
-    value = experiment.config.get("max_restarts")
-    return int(value) if isinstance(value, int) else 5
+    return typed_config(experiment).max_restarts
 
 
 def end_allocation(

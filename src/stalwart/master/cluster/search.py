@@ -32,7 +32,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.config import ExperimentConfig
 from stalwart.master.cluster.lifecycle import (
     TrialExit,
     complete_trial,
@@ -42,6 +41,7 @@ from stalwart.master.db.tables import Experiment, MetricReport, Trial
 from stalwart.master.searcher.actions import Action, Create, Shutdown, Stop
 from stalwart.master.searcher.base import SearcherMetricError, SearchMethod
 from stalwart.master.searcher.factory import make_searcher
+from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import (
     Signals,
     apply_error,
@@ -62,8 +62,7 @@ _VALIDATION_BATCH = 5000
 
 def _load(experiment: Experiment) -> tuple[SearchMethod, int, list[Action]]:
     """The searcher, its metric cursor, and its initial actions when it is new."""
-    config = ExperimentConfig.model_validate(experiment.config)
-    searcher = make_searcher(config)
+    searcher = make_searcher(typed_config(experiment))
     saved = experiment.searcher_state
     if saved and "snapshot" in saved:
         searcher.restore(saved["snapshot"])

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from stalwart.master.rm.hpc.settings import PbsSettings, SlurmSettings
 from stalwart.master.rm.kubernetes.settings import KubernetesSettings
 
-__all__ = ["AgentManagerSettings", "ResourceManager"]
+__all__ = ["MANAGERS", "AgentManagerSettings", "ResourceManagerSettings"]
 
 
 class AgentManagerSettings(BaseModel):
@@ -27,8 +27,18 @@ class AgentManagerSettings(BaseModel):
     type: Literal["agent"] = "agent"
 
 
-ResourceManager = Annotated[
+ResourceManagerSettings = Annotated[
     AgentManagerSettings | SlurmSettings | PbsSettings | KubernetesSettings,
     Field(discriminator="type"),
 ]
 """The ``resource_manager`` section: agents (default), Slurm, PBS or Kubernetes."""
+
+MANAGERS: dict[str, str] = {
+    "agent": "stalwart.master.rm.agent.manager:AgentManager",
+    "slurm": "stalwart.master.rm.hpc.manager:SlurmManager",
+    "pbs": "stalwart.master.rm.hpc.manager:PbsManager",
+    "kubernetes": "stalwart.master.rm.kubernetes.manager:KubernetesManager",
+}
+"""Each ``resource_manager.type`` and its :class:`~stalwart.master.rm.base.ResourceManager`
+class (``module:Class``, imported only when configured: an engine's client library is needed
+only by the masters that use it)."""

@@ -17,6 +17,7 @@ Contracts:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.tables import Agent, Allocation, Slot, utcnow
-from stalwart.master.transitions import LIVE_ALLOCATION_STATES
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES, PLACED_ALLOCATION_STATES
 
 __all__ = [
     "DEVICE_TYPES",
@@ -75,14 +76,16 @@ def register_agent(
     resource_pool: str = "default",
     addresses: Sequence[str] = (),
     version: str = "",
+    now: dt.datetime | None = None,
 ) -> Agent:
-    """Create or refresh an agent and its slots (see the module contract)."""
+    """Create or refresh an agent and its slots (see the module contract); ``now``: the
+    heartbeat's time (default the current time)."""
     if not agent_id:
         raise InvalidArgumentError("an agent needs an id")
     ids = [spec[0] for spec in slots]
     if len(set(ids)) != len(ids):
         raise InvalidArgumentError(f"agent {agent_id} reports duplicate slot ids: {ids}")
-    now = utcnow()
+    now = now or utcnow()
     agent = session.get(Agent, agent_id)
     if agent is None:
         agent = Agent(id=agent_id, registered_time=now, enabled=True, draining=False)
@@ -121,10 +124,11 @@ def get_agent(session: Session, agent_id: str) -> Agent:
     return agent
 
 
-def heartbeat(session: Session, agent_id: str) -> Agent:
-    """Record that the agent is alive (and connected)."""
+def heartbeat(session: Session, agent_id: str, *, now: dt.datetime | None = None) -> Agent:
+    """Record that the agent is alive (and connected) at ``now`` (default the current
+    time)."""
     agent = get_agent(session, agent_id)
-    agent.last_heartbeat = utcnow()
+    agent.last_heartbeat = now or utcnow()
     agent.connected = True
     session.flush()
     return agent
@@ -261,11 +265,6 @@ class PoolView:
     scheduled: int
 
 
-_PLACED = ("ASSIGNED", "PULLING", "STARTING", "RUNNING", "TERMINATING")
-"""Allocation states that hold slots (``cluster.placement.PLACED_STATES``; not imported from
-there so this module stays below the cluster layer)."""
-
-
 def resource_pools(session: Session, configured: Sequence[Mapping[str, Any]]) -> list[PoolView]:
     """Every resource pool: the ``default`` pool, then the configured ones (``configured`` is the
     master config's ``resource_pools``, in its order), then pools that only agents serve (sorted).
@@ -289,7 +288,7 @@ def resource_pools(session: Session, configured: Sequence[Mapping[str, Any]]) ->
         )
     )
     for pool, state in rows:
-        key = (str(pool), state in _PLACED)
+        key = (str(pool), state in PLACED_ALLOCATION_STATES)
         counts[key] = counts.get(key, 0) + 1
     out = []
     for name, description in names.items():

@@ -44,6 +44,7 @@ from stalwart.master.db.tables import (
     Trial,
     utcnow,
 )
+from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.transitions import check_edge, set_checkpoint_state
 
 __all__ = [
@@ -272,11 +273,6 @@ def _as_float(value: Any) -> float | None:
     return number
 
 
-def _searcher(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    searcher = (config or {}).get("searcher")
-    return searcher if isinstance(searcher, Mapping) else {}
-
-
 def build_views(session: Session, ckpts: Sequence[Checkpoint]) -> list[CheckpointView]:
     """Checkpoints with their training facts, in the given order (see the contract)."""
     trial_ids = sorted({c.trial_id for c in ckpts if c.trial_id is not None})
@@ -312,8 +308,8 @@ def build_views(session: Session, ckpts: Sequence[Checkpoint]) -> list[Checkpoin
             if steps is not None:
                 view.training = metrics.get((trial.id, "training", steps))
                 view.validation = metrics.get((trial.id, "validation", steps))
-            name = _searcher(exp.config).get("metric")
-            if view.validation is not None and isinstance(name, str):
+            if view.validation is not None:
+                name = typed_config(exp).searcher.metric
                 view.searcher_metric = _as_float(view.validation.avg.get(name))
         views.append(view)
     return views
@@ -321,8 +317,7 @@ def build_views(session: Session, ckpts: Sequence[Checkpoint]) -> list[Checkpoin
 
 def _smaller_is_better(session: Session, *, experiment_id: int | None) -> bool:
     exp = session.get(Experiment, experiment_id) if experiment_id is not None else None
-    value = _searcher(exp.config if exp else None).get("smaller_is_better", True)
-    return bool(value)
+    return typed_config(exp).searcher.smaller_is_better if exp is not None else True
 
 
 def _sort_value(view: CheckpointView, sort_by: str, metric: str | None) -> Any:
@@ -384,8 +379,8 @@ def sorted_checkpoints(
     if order_by in ("ORDER_BY_ASC", "ORDER_BY_DESC"):
         descending = order_by == "ORDER_BY_DESC"
     else:
-        config = session.get(Experiment, exp_for_order) if exp_for_order is not None else None
-        searcher_metric = _searcher(config.config if config else None).get("metric")
+        exp = session.get(Experiment, exp_for_order) if exp_for_order is not None else None
+        searcher_metric = typed_config(exp).searcher.metric if exp is not None else None
         best_first = sort_key == "SORT_BY_SEARCHER_METRIC" or (
             metric is not None and metric == searcher_metric
         )

@@ -45,6 +45,7 @@ from stalwart.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    StoredConfigError,
 )
 from stalwart.master.api.models.common import paginate
 from stalwart.master.db.tables import (
@@ -60,6 +61,7 @@ from stalwart.master.db.tables import (
     Workspace,
     utcnow,
 )
+from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.metrics import searcher_settings
 from stalwart.master.services.trials import (
     ACTIVE_SUBSTATES,
@@ -493,8 +495,7 @@ def model_definition_b64(session: Session, experiment_id: int) -> str:
 def best_searcher_metric(session: Session, experiment_id: int) -> float:
     """The best searcher metric value of the experiment's trials; NotFoundError when none yet."""
     experiment = get_experiment(session, experiment_id)
-    _, smaller = searcher_settings(experiment.config)
-    agg = func.min if smaller else func.max
+    agg = func.min if typed_config(experiment).searcher.smaller_is_better else func.max
     value = session.scalar(
         select(agg(Trial.searcher_metric_value)).where(Trial.experiment_id == experiment_id)
     )
@@ -795,10 +796,19 @@ def _experiment_substates(session: Session, experiment_ids: Iterable[int]) -> di
     return out
 
 
+def _smaller_is_better(experiment: Experiment) -> bool:
+    """The experiment's ``searcher.smaller_is_better``. One experiment whose stored config no
+    longer validates must not fail a whole listing: its stored JSON is read instead."""
+    try:
+        return typed_config(experiment).searcher.smaller_is_better
+    except StoredConfigError:
+        return searcher_settings(experiment.config)[1]
+
+
 def _best_trials(
     session: Session, experiments: Sequence[Experiment]
 ) -> dict[int, tuple[int, float]]:
-    smaller = {e.id: searcher_settings(e.config)[1] for e in experiments}
+    smaller = {e.id: _smaller_is_better(e) for e in experiments}
     best: dict[int, tuple[int, float]] = {}
     rows = session.execute(
         select(Trial.experiment_id, Trial.id, Trial.searcher_metric_value).where(

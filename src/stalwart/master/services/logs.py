@@ -2,8 +2,11 @@
 
 Contracts:
 
-- :func:`ingest_logs` adds the lines and flushes; the caller commits and then notifies
-  ``task_logs_key(task_id)`` for every task returned. A task (allocation token) may only post
+- :func:`ingest_logs` and :func:`add_logs` add lines and note their tasks on the session
+  (:func:`note_new_lines`); once the caller commits, the hook :func:`install_log_wakeups`
+  installed on the master's session factory wakes those tasks' followers
+  (``task_logs_key(task_id)``). Nobody notifies by hand, and a rolled-back line wakes no one. A
+  task (allocation token) may only post
   its own task's lines (ForbiddenError); an unknown task is NotFoundError.
 - Lines are ordered by their id (arrival order). :func:`fetch_page` reads one page after (or,
   newest first, before) an id; nothing ever loads a task's whole log.
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import ColumnElement, or_, select
+from sqlalchemy import ColumnElement, event, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
@@ -42,14 +45,41 @@ __all__ = [
     "fetch_page",
     "format_message",
     "ingest_logs",
+    "install_log_wakeups",
     "log_fields",
     "normalize_level",
+    "note_new_lines",
     "parse_timestamp",
     "stream_fields",
     "stream_logs",
     "task_terminal",
     "trial_terminal",
 ]
+
+_NEW_LINES_KEY = "log_tasks"
+"""``session.info`` key of the tasks that got log lines in the session's transaction."""
+
+
+def note_new_lines(session: Session, task_id: str) -> None:
+    """``task_id`` got log lines (or ended) in this transaction: its followers are woken after
+    the commit."""
+    session.info.setdefault(_NEW_LINES_KEY, set()).add(task_id)
+
+
+def install_log_wakeups(session_factory: Callable[..., Session], notifier: Notifier) -> None:
+    """After each commit of a session made by ``session_factory``, notify
+    ``task_logs_key(task)`` for every task noted by :func:`note_new_lines`; a rollback forgets
+    them. Installed once by the master's ``open_state``."""
+
+    @event.listens_for(session_factory, "after_commit")
+    def _wake(session: Session) -> None:
+        for task_id in sorted(session.info.pop(_NEW_LINES_KEY, ())):
+            notifier.notify(task_logs_key(task_id))
+
+    @event.listens_for(session_factory, "after_rollback")
+    def _forget(session: Session) -> None:
+        session.info.pop(_NEW_LINES_KEY, None)
+
 
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
@@ -169,8 +199,11 @@ def ingest_logs(
 
 
 def add_logs(session: Session, logs: Sequence[NewLog]) -> None:
-    """Add lines whose task is known to exist (no checks; the caller commits)."""
+    """Add lines whose task is known to exist (no checks; the caller commits, which wakes
+    the tasks' followers)."""
     now = utcnow()
+    for task_id in {entry.task_id for entry in logs}:
+        note_new_lines(session, task_id)
     session.add_all(
         TaskLog(
             task_id=entry.task_id,

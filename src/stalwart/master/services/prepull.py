@@ -14,6 +14,7 @@ The plan is the same one the Kubernetes resource manager renders as DaemonSets a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,10 +23,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from stalwart.config import ExperimentConfig
 from stalwart.environments import load_manifest
 from stalwart.environments.images import DeviceType
 from stalwart.environments.prepull import ExperimentImages, PrepullSettings, prepull_plan
+from stalwart.errors import StoredConfigError
 from stalwart.master.db.tables import Agent, Experiment, Slot
+from stalwart.master.services.experiment_config import typed_config_of
 
 __all__ = [
     "QUEUED_STATES",
@@ -34,6 +38,8 @@ __all__ = [
     "plan_for",
     "queued_experiment_images",
 ]
+
+log = logging.getLogger(__name__)
 
 QUEUED_STATES = ("ACTIVE", "PAUSED")
 """Experiment states whose images the plan keeps (they run, or may run again)."""
@@ -45,13 +51,27 @@ _DEVICE_RANK: Mapping[str, int] = {"cpu": 0, "rocm": 1, "cuda": 2}
 
 
 def queued_experiment_images(session: Session) -> list[ExperimentImages]:
-    """The pool and config of every queued or active experiment, oldest first."""
+    """The pool and typed config of every queued or active experiment, oldest first.
+
+    The plan is best effort and agent syncs ask for it: an experiment whose stored config no
+    longer validates (:class:`~stalwart.errors.StoredConfigError`) is planned from its stored
+    JSON instead, and never fails the plan.
+    """
     rows = session.execute(
-        select(Experiment.resource_pool, Experiment.config)
+        select(Experiment.id, Experiment.resource_pool, Experiment.config)
         .where(Experiment.state.in_(QUEUED_STATES))
         .order_by(Experiment.id)
     )
-    return [ExperimentImages(pool or "default", config or {}) for pool, config in rows]
+    out: list[ExperimentImages] = []
+    for experiment_id, pool, config in rows:
+        typed: Mapping[str, Any] | ExperimentConfig
+        try:
+            typed = typed_config_of(experiment_id, config)
+        except StoredConfigError as exc:
+            log.warning("pre-pull plan: %s", exc)
+            typed = config or {}
+        out.append(ExperimentImages(pool or "default", typed))
+    return out
 
 
 def agent_pool_devices(session: Session) -> dict[str, DeviceType]:

@@ -22,26 +22,27 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType, TaskSpec
+from stalwart.config.environment import EnvironmentConfig
 from stalwart.environments.prepull import experiment_image
 from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
-    Container,
     Experiment,
     Task,
     Trial,
     User,
 )
 from stalwart.master.services.allocations import container_id
+from stalwart.master.services.experiment_config import typed_config
 
 __all__ = [
     "PORT_BASES",
     "ContainerPlan",
     "allocation_task_specs",
-    "assign_containers",
     "entrypoint_argv",
     "free_port_offset",
     "ports_for",
+    "registry_auth_of",
     "trial_task_specs",
 ]
 
@@ -105,23 +106,23 @@ def entrypoint_argv(entrypoint: Any, python: str = "python3") -> list[str]:
     raise ValueError("the experiment has no entrypoint: set `entrypoint` in its config")
 
 
-def _user_environment(config: Mapping[str, Any], device: DeviceType) -> dict[str, str]:
-    env_vars = (config.get("environment") or {}).get("environment_variables") or {}
-    entries = env_vars.get(device, []) if isinstance(env_vars, Mapping) else env_vars
+def _user_environment(environment: EnvironmentConfig, device: DeviceType) -> dict[str, str]:
+    env_vars = environment.environment_variables
+    entries = {"cpu": env_vars.cpu, "cuda": env_vars.cuda, "rocm": env_vars.rocm}[device]
     out: dict[str, str] = {}
-    for entry in entries or []:
+    for entry in entries:
         key, _, value = str(entry).partition("=")
         if key:
             out[key] = value
     return out
 
 
-def _registry_auth(environment: Mapping[str, Any]) -> dict[str, str] | None:
+def registry_auth_of(environment: EnvironmentConfig) -> dict[str, str] | None:
     """``environment.registry_auth``'s set fields as strings (None without credentials)."""
-    auth = environment.get("registry_auth")
-    if not isinstance(auth, Mapping):
+    auth = environment.registry_auth
+    if auth is None:
         return None
-    given = {str(k): str(v) for k, v in auth.items() if v not in (None, "")}
+    given = {k: str(v) for k, v in auth.to_dict().items() if v not in (None, "")}
     return given or None
 
 
@@ -182,14 +183,15 @@ def trial_task_specs(
     has_context: bool,
 ) -> list[TaskSpec]:
     """One spec per container of a trial's allocation (ranks in ``containers`` order)."""
-    config = experiment.config
-    environment = config.get("environment") or {}
-    argv = entrypoint_argv(config.get("entrypoint"))
+    config = experiment.config  # the stored JSON, handed to the task as is
+    typed = typed_config(experiment)
+    environment = typed.environment
+    argv = entrypoint_argv(typed.entrypoint)
     steps = int(latest.steps_completed or 0) if latest is not None else 0
     addresses = [c.address for c in containers]
     slot_counts = [len(c.slot_ids) for c in containers]
     base_env = {
-        **_user_environment(config, device_type),
+        **_user_environment(environment, device_type),
         "DET_CLUSTER_ID": cluster_id,
         "DET_TASK_ID": trial.task_id,
         "DET_ALLOCATION_ID": allocation.id,
@@ -220,7 +222,7 @@ def trial_task_specs(
         "config": config,
         "steps_completed": steps,
         "trial_run_id": trial.run_id,
-        "debug": bool(config.get("debug")),
+        "debug": typed.debug,
         "inter_node_network_interface": None,
     }
     specs = []
@@ -258,9 +260,9 @@ def trial_task_specs(
                 container_id=cid,
                 slot_ids=list(plan.slot_ids),
                 device_type=device_type,
-                image=experiment_image(config, device_type) or "",
-                force_pull_image=bool(environment.get("force_pull_image")),
-                registry_auth=_registry_auth(environment),
+                image=experiment_image(typed, device_type) or "",
+                force_pull_image=environment.force_pull_image,
+                registry_auth=registry_auth_of(environment),
                 argv=argv,
                 env=env,
                 info_files={
@@ -275,25 +277,3 @@ def trial_task_specs(
             )
         )
     return specs
-
-
-def assign_containers(
-    session: Session, allocation: Allocation, specs: Sequence[TaskSpec], agent_id: str
-) -> None:
-    """One ASSIGNED container row per spec for ``allocation`` (run by ``agent_id``: an agent, or
-    a batch system such as Slurm or Kubernetes), the allocation ASSIGNED, and commit."""
-    from stalwart.master.transitions import set_allocation_state
-
-    for spec in specs:
-        session.add(
-            Container(
-                allocation_id=allocation.id,
-                rank=spec.rank,
-                agent_id=agent_id,
-                slot_ids=list(spec.slot_ids),
-                state="ASSIGNED",
-                spec=spec.model_dump(mode="json"),
-            )
-        )
-    set_allocation_state(session, allocation, "ASSIGNED")
-    session.commit()

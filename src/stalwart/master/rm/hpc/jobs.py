@@ -1,89 +1,63 @@
-"""Allocations as batch jobs, in the database: claim, describe, record (no Slurm calls here).
+"""Slurm and PBS jobs of allocations, in the database: claim and describe (no batch-system
+calls here; the bookkeeping shared with Kubernetes is :mod:`stalwart.master.rm.batchjobs`).
 
-An allocation run by a batch system has one :class:`~stalwart.master.db.tables.Container` per
-node with ``agent_id`` :data:`BATCH_AGENT` (its :class:`~stalwart.agent.protocol.TaskSpec`
-stored as on agents, token included), and ``allocations.batch_job_id`` once submitted. Its life:
-
-1. :func:`claim_batch` (PENDING -> ASSIGNED, one transaction, commits): token, ports (an offset
-   no other live batch allocation uses, since jobs may share nodes), one container row per node
-   (``nodes = ceil(slots / slots_per_node)``, :func:`~stalwart.hpc.layout.plan_layout`) with
-   its spec (the same builder as agent placement:
-   :func:`~stalwart.master.services.task_spec.allocation_task_specs`). The nodes' addresses are
-   not known yet: each rank's launcher reports its own at ``batch/start``
-   (:func:`record_node`), and :func:`rendezvous_spec` gives every rank the full list once all
-   have reported (the ``rendezvous.json`` of the task contract).
-2. The caller submits :func:`batch_request` outside any transaction, then
-   :func:`record_submission` (the job id) or :func:`record_rejection` (the container EXITED with
-   the batch system's message and no job id: :func:`end_rejected` ends such allocations with
-   ``retry=False``, so the trial errors at once).
-3. The launcher's ``batch/start`` and ``batch/exit`` calls and the tracker's updates move the
-   container rows (:func:`mark_running`, :func:`mark_exited`); the cluster loop ends the
-   allocation once its containers exited, as on agents.
-
-Only trials run on batch systems for now (commands, notebooks, shells are left for later).
+An allocation run by a batch system has one container per node whose ``agent_id`` is the
+system's name (``slurm``, ``pbs``: the settings' ``type``). :func:`claim_batch` (PENDING ->
+ASSIGNED, commits) lays it out (``nodes = ceil(slots / slots_per_node)``,
+:func:`~stalwart.hpc.layout.plan_layout`), picks a port offset no other live batch allocation
+uses (jobs may share nodes) and claims it (:func:`~stalwart.master.rm.claim.claim_allocation`).
+The nodes' addresses are not known then: each rank's launcher reports its own at
+``batch/start``, and every rank gets the full list once all have reported
+(:func:`~stalwart.master.rm.batchjobs.rendezvous_spec`). :func:`batch_request` is what is
+submitted; :func:`resume_job` rebuilds it for a claimed allocation that was never submitted.
 """
 
 from __future__ import annotations
 
-import json
-import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from stalwart.config import ExperimentConfig
+from stalwart.config.hpc import PbsConfig, SlurmConfig
 from stalwart.hpc.container_runner import container_env
 from stalwart.hpc.errors import SchedulerArgsError
 from stalwart.hpc.layout import BatchRequest, SlotType, plan_layout
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
-from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
-from stalwart.master.db.tables import (
-    LIVE_CONTAINER_STATES,
-    Allocation,
-    Container,
-    Experiment,
-    Task,
-    utcnow,
-)
-from stalwart.master.rm.hpc.settings import BatchSystemSettings
-from stalwart.master.rm.kubernetes.settings import K8S_AGENT
+from stalwart.master.db.tables import Allocation, Container, Experiment, Task
+from stalwart.master.rm.claim import claim_allocation
+from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings
 from stalwart.master.services.allocations import LOOPBACK
-from stalwart.master.services.auth import token_sha256
-from stalwart.master.services.task_spec import (
-    ContainerPlan,
-    allocation_task_specs,
-    assign_containers,
-    free_port_offset,
-    ports_for,
-)
-from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
+from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.services.task_spec import ContainerPlan, free_port_offset
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
 __all__ = [
-    "BATCH_AGENT",
     "BatchJob",
+    "SystemSection",
     "batch_request",
     "claim_batch",
-    "end_rejected",
-    "mark_exited",
-    "mark_running",
+    "engine_of",
     "node_slots",
     "partition_of",
-    "record_node",
-    "record_rejection",
-    "record_submission",
-    "rendezvous_spec",
     "resume_job",
     "slot_type_of",
     "system_section",
-    "unsubmitted",
 ]
 
-BATCH_AGENT = "slurm"
-"""``containers.agent_id`` of the containers a batch system runs."""
+
+SystemSection = SlurmConfig | PbsConfig
+"""An experiment's section for the batch system that runs it."""
+
+
+def engine_of(settings: BatchSystemSettings) -> str:
+    """``allocations.agent_id`` and ``containers.agent_id`` of the allocations this batch
+    system runs: ``slurm`` or ``pbs``."""
+    return "pbs" if isinstance(settings, PbsSettings) else "slurm"
 
 
 @dataclass(frozen=True)
@@ -128,43 +102,34 @@ def slot_type_of(
     return pool.slot_type if pool is not None else "cpu"
 
 
-_ARGS_KEY = {"slurm": "sbatch_args", "pbs": "pbsbatch_args"}
-"""The experiment config section of each batch system, and its key of extra scheduler args."""
-
-
-def system_section(
-    config: Mapping[str, Any], settings: BatchSystemSettings
-) -> tuple[Mapping[str, Any], tuple[str, ...]]:
-    """The experiment's ``slurm:`` (``pbs:``) section and its ``sbatch_args``
-    (``pbsbatch_args``), by the batch system ``settings`` configure."""
-    name = str(getattr(settings, "type", "slurm"))
-    section = config.get(name)
-    section = section if isinstance(section, Mapping) else {}
-    args = section.get(_ARGS_KEY.get(name, "sbatch_args")) or ()
-    return section, tuple(str(a) for a in args)
+def system_section(config: ExperimentConfig, settings: BatchSystemSettings) -> SystemSection:
+    """The experiment's ``slurm:`` section, or ``pbs:`` under PBS."""
+    return config.pbs if isinstance(settings, PbsSettings) else config.slurm
 
 
 def batch_request(
     allocation: Allocation,
-    config: Mapping[str, Any],
+    section: SystemSection,
     settings: BatchSystemSettings,
     *,
     master_url: str,
     python: str,
     pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchRequest:
-    """The batch request of an allocation (its experiment's ``slurm:`` section applied:
+    """The batch request of an allocation (its experiment's ``slurm:`` ``section`` applied:
     ``sbatch_args``, ``gpu_type``, ``slots_per_node``; on PBS ``pbs:`` and ``pbsbatch_args``);
     ``pools``: the partitions from ``sinfo`` (:func:`slot_type_of`). ``slots_per_node``
     unset: the partition's most slots on one node (sinfo), so a trial larger than a node spans
     several; one node when unknown. Pure."""
     partition = partition_of(allocation.resource_pool, settings)
-    slurm, scheduler_args = system_section(config, settings)
-    spn = slurm.get("slots_per_node")
-    if not isinstance(spn, int):
+    if isinstance(section, PbsConfig):
+        scheduler_args, gpu_type = tuple(section.pbsbatch_args), None
+    else:
+        scheduler_args, gpu_type = tuple(section.sbatch_args), section.gpu_type
+    spn = section.slots_per_node
+    if spn is None:
         pool = _pool_of(partition, pools)
         spn = pool.slots_per_node if pool is not None and pool.slots_per_node > 0 else None
-    gpu_type = slurm.get("gpu_type")
     root = PurePosixPath(str(settings.job_storage_root))
     return BatchRequest(
         allocation_id=allocation.id,
@@ -173,8 +138,8 @@ def batch_request(
         command=(python, "-m", "stalwart.hpc.task"),
         job_storage_root=root,
         partition=partition,
-        slots_per_node=spn if isinstance(spn, int) else None,
-        gpu_type=gpu_type if isinstance(gpu_type, str) and gpu_type else None,
+        slots_per_node=spn,
+        gpu_type=gpu_type or None,
         env=(
             (MASTER_URL_VAR, master_url),
             (TOKEN_FILE_VAR, str(root / allocation.id / TOKEN_FILE_NAME)),
@@ -215,13 +180,18 @@ def node_slots(request: BatchRequest) -> list[int]:
     return out
 
 
-def _config(session: Session, allocation: Allocation) -> dict[str, Any]:
-    config = session.scalar(
-        select(Experiment.config)
+def _section(
+    session: Session, allocation: Allocation, settings: BatchSystemSettings
+) -> SystemSection:
+    """The batch-system section of the allocation's experiment (empty when it has none)."""
+    experiment = session.scalar(
+        select(Experiment)
         .join(Task, Task.experiment_id == Experiment.id)
         .where(Task.task_id == allocation.task_id)
     )
-    return dict(config or {})
+    if experiment is None:
+        return PbsConfig() if isinstance(settings, PbsSettings) else SlurmConfig()
+    return system_section(typed_config(experiment), settings)
 
 
 def claim_batch(
@@ -241,121 +211,44 @@ def claim_batch(
         return None
     request = batch_request(
         allocation,
-        _config(session, allocation),
+        _section(session, allocation, settings),
         settings,
         master_url=master_url,
         python=python,
         pools=pools,
     )
-    token = secrets.token_urlsafe(32)
-    offset = free_port_offset(_batch_port_offsets(session))
-    ports = ports_for(offset)
-    allocation.ports = {"offset": offset, **ports}
-    allocation.token_sha256 = token_sha256(token)
-    allocation.agent_id = BATCH_AGENT
+    engine = engine_of(settings)
     # Slot ids per node: device indices there (the launcher swaps in the GPUs Slurm made
     # visible); CPU slots get ids too, so a launcher knows how many workers its node runs.
     plans = [
         ContainerPlan(
             rank=rank,
-            agent_id=BATCH_AGENT,
+            agent_id=engine,
             address=LOOPBACK,  # the node's own address arrives with its batch/start
             slot_ids=tuple(str(i) for i in range(count)),
             device_indices=tuple(range(count)),
         )
         for rank, count in enumerate(node_slots(request))
     ]
-    specs = allocation_task_specs(
+    token = claim_allocation(
         session,
         allocation,
         plans,
-        token=token,
-        ports=ports,
+        port_offset=free_port_offset(_batch_port_offsets(session, engine)),
         device_type=request.slot_type,
         cluster_id=cluster_id,
     )
-    if specs is None:
-        session.rollback()
-        return None
-    assign_containers(session, allocation, specs, BATCH_AGENT)
-    return BatchJob(allocation.id, token, request)
+    return BatchJob(allocation.id, token, request) if token is not None else None
 
 
-def _batch_port_offsets(session: Session) -> list[int]:
+def _batch_port_offsets(session: Session, engine: str) -> list[int]:
     """Port offsets of the live batch allocations (any of them may share a node)."""
     rows = session.scalars(
         select(Allocation.ports).where(
-            Allocation.agent_id == BATCH_AGENT, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+            Allocation.agent_id == engine, Allocation.state.in_(LIVE_ALLOCATION_STATES)
         )
     )
     return [int(p["offset"]) for p in rows if isinstance(p, dict) and "offset" in p]
-
-
-_NODE_KEY = "batch_node"
-"""Key of a batch container's spec (JSON) that holds ``{"node": ..., "address": ...}`` once its
-launcher started; removed from what the launcher receives."""
-
-
-def record_node(session: Session, allocation_id: str, rank: int, node: str, address: str) -> None:
-    """Remember where ``rank`` runs (its ``batch/start``); flushes. Idempotent."""
-    row = session.get(Container, (allocation_id, rank))
-    if row is None:
-        return
-    entry = {"node": node, "address": address or LOOPBACK}
-    if row.spec.get(_NODE_KEY) != entry:
-        row.spec = {**row.spec, _NODE_KEY: entry}
-        session.flush()
-
-
-def rendezvous_spec(
-    session: Session, allocation_id: str, rank: int
-) -> tuple[dict[str, Any], list[int]]:
-    """``(spec, missing ranks)``: ``rank``'s stored spec with the nodes' addresses in its
-    ``rendezvous.json`` (rank order) once every rank has reported (:func:`record_node`);
-    otherwise ``({}, the ranks not heard from yet)``. One container: its spec as stored."""
-    rows = list(
-        session.scalars(
-            select(Container)
-            .where(
-                Container.allocation_id == allocation_id,
-                Container.agent_id.in_((BATCH_AGENT, K8S_AGENT)),
-            )
-            .order_by(Container.rank)
-        )
-    )
-    mine = next((r for r in rows if r.rank == rank), None)
-    if mine is None:
-        return {}, [rank]
-    spec = {k: v for k, v in mine.spec.items() if k != _NODE_KEY}
-    if len(rows) == 1:
-        return spec, []
-    missing = [r.rank for r in rows if not isinstance(r.spec.get(_NODE_KEY), dict)]
-    if missing:
-        return {}, missing
-    addresses = [str(r.spec[_NODE_KEY]["address"]) for r in rows]
-    files = dict(spec.get("info_files") or {})
-    rendezvous = json.loads(files.get("rendezvous.json") or "{}")
-    rendezvous["container_addrs"] = addresses
-    files["rendezvous.json"] = json.dumps(rendezvous)
-    spec["info_files"] = files
-    return spec, []
-
-
-def unsubmitted(session: Session) -> list[str]:
-    """ASSIGNED batch allocations without a job id and with a live container: claimed by a
-    master that stopped before ``sbatch`` answered, or whose submission failed transiently."""
-    rows = session.scalars(
-        select(Allocation.id)
-        .join(Container, Container.allocation_id == Allocation.id)
-        .where(
-            Allocation.state == "ASSIGNED",
-            Allocation.batch_job_id.is_(None),
-            Container.agent_id == BATCH_AGENT,
-            Container.state == "ASSIGNED",
-        )
-        .distinct()
-    )
-    return sorted(rows)
 
 
 def resume_job(
@@ -375,109 +268,10 @@ def resume_job(
     token = str(row.spec.get("token") or "")
     request = batch_request(
         allocation,
-        _config(session, allocation),
+        _section(session, allocation, settings),
         settings,
         master_url=master_url,
         python=python,
         pools=pools,
     )
     return BatchJob(allocation_id, token, request)
-
-
-def record_submission(session: Session, allocation_id: str, job_id: str) -> bool:
-    """Store the job id (commits); False when the allocation is gone or already has one."""
-    allocation = session.get(Allocation, allocation_id)
-    if allocation is None or allocation.batch_job_id is not None:
-        return False
-    allocation.batch_job_id = job_id
-    session.commit()
-    return True
-
-
-def record_rejection(session: Session, allocation_id: str, message: str) -> None:
-    """The job could not be submitted for good: its containers exit with ``message``
-    (commits); :func:`end_rejected` ends the allocation."""
-    rows = session.scalars(
-        select(Container).where(
-            Container.allocation_id == allocation_id, Container.state.in_(LIVE_CONTAINER_STATES)
-        )
-    )
-    for row in rows:
-        row.state = "EXITED"
-        row.exit_code = None
-        row.exit_reason = message
-        row.exited_at = utcnow()
-    session.commit()
-
-
-def end_rejected(session: Session) -> list[TrialExit]:
-    """End the live batch allocations that were never submitted and whose containers exited
-    (rejected by the batch system or by the checks of its arguments): their trials error at
-    once (``retry=False``). Flushes; the caller commits."""
-    candidates = session.scalars(
-        select(Allocation)
-        .join(Container, Container.allocation_id == Allocation.id)
-        .where(
-            Allocation.state.in_(LIVE_ALLOCATION_STATES),
-            Allocation.batch_job_id.is_(None),
-            Container.agent_id == BATCH_AGENT,
-            Container.state == "EXITED",
-        )
-        .distinct()
-    )
-    exits = []
-    for allocation in list(candidates):
-        row = session.get(Container, (allocation.id, 0))
-        reason = row.exit_reason if row is not None else None
-        exit_ = end_allocation(session, allocation, None, reason, retry=False)
-        if exit_ is not None:
-            exits.append(exit_)
-    return exits
-
-
-def mark_running(session: Session, allocation: Allocation, rank: int | None = None) -> bool:
-    """A batch container (``rank``, or every one) runs: container and allocation RUNNING.
-    Flushes; returns whether anything changed."""
-    query = select(Container).where(
-        Container.allocation_id == allocation.id, Container.agent_id == BATCH_AGENT
-    )
-    if rank is not None:
-        query = query.where(Container.rank == rank)
-    rows = list(session.scalars(query))
-    changed = False
-    for row in rows:
-        if row.state in ("ASSIGNED", "STARTING"):
-            row.state = "RUNNING"
-            changed = True
-    if allocation.state in ("ASSIGNED", "PULLING", "STARTING"):
-        set_allocation_state(session, allocation, "RUNNING")
-        changed = True
-    session.flush()
-    return changed
-
-
-def mark_exited(
-    session: Session,
-    allocation_id: str,
-    exit_code: int | None,
-    reason: str | None,
-    ranks: Sequence[int] | None = None,
-) -> bool:
-    """Batch containers (``ranks``, or every live one) exited; the first word wins (a container
-    already EXITED keeps its code). Flushes; returns whether anything changed."""
-    query = select(Container).where(
-        Container.allocation_id == allocation_id,
-        Container.agent_id == BATCH_AGENT,
-        Container.state.in_(LIVE_CONTAINER_STATES),
-    )
-    if ranks is not None:
-        query = query.where(Container.rank.in_(list(ranks)))
-    changed = False
-    for row in session.scalars(query):
-        row.state = "EXITED"
-        row.exit_code = exit_code
-        row.exit_reason = reason
-        row.exited_at = utcnow()
-        changed = True
-    session.flush()
-    return changed

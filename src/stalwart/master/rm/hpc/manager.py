@@ -1,10 +1,13 @@
-"""The batch resource manager: the cluster loop's steps when ``resource_manager.type`` is
-``slurm`` (:class:`SlurmManager`) or ``pbs`` (:class:`PbsManager`). Both are one
-:class:`HpcManager` driving a :class:`~stalwart.master.rm.hpc.systems.BatchSystem`; the text below
-speaks of Slurm's commands (PBS: ``qsub``, ``qdel``, one ``qstat -x -f -F json`` per poll).
+"""The batch resource manager: the :class:`~stalwart.master.rm.base.ResourceManager` when
+``resource_manager.type`` is ``slurm`` (:class:`SlurmManager`) or ``pbs`` (:class:`PbsManager`).
+Both are one :class:`HpcManager` driving a :class:`~stalwart.master.rm.hpc.systems.BatchSystem`;
+the text below speaks of Slurm's commands (PBS: ``qsub``, ``qdel``, one ``qstat -x -f -F json``
+per poll).
 
-The loop calls two methods under its lifecycle lock, in each round (database rows are the truth;
-what is kept here is rebuilt from them after a restart):
+The loop calls two methods each round, without the state lock: every Slurm command runs with no
+lock and no transaction held, and what it answers is applied in a short step under the lock
+(database rows are the truth; what is kept here is rebuilt from them after a restart,
+:meth:`HpcManager.reattach`):
 
 - :meth:`SlurmManager.sync` (before the loop ends allocations): cancels, with **one**
   ``scancel``, the jobs of allocations being killed (TERMINATING, or asked to stop while still
@@ -15,7 +18,7 @@ what is kept here is rebuilt from them after a restart):
   acknowledged, so its trial resumes from its latest checkpoint without using a restart); and
   ends the allocations whose job was rejected (their trials error at once). It returns those
   trial exits for the searchers; the other ends go through the loop's usual step, as on agents.
-- :meth:`SlurmManager.schedule` (instead of agent placement): claims each PENDING allocation
+- :meth:`SlurmManager.schedule`: claims each PENDING allocation
   (:func:`~stalwart.master.rm.hpc.jobs.claim_batch`, committed), writes its token file (0600) and
   ``sbatch``\\ es it outside any transaction, then records the job id, or the rejection (argument
   checks of :mod:`stalwart.hpc`, or Slurm's own message). A transient failure (slurmctld busy)
@@ -44,12 +47,13 @@ import logging
 import os
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
+from stalwart.environments.prepull import PrepullSettings
 from stalwart.hpc.errors import HpcCommandError, SchedulerArgsError
 from stalwart.hpc.layout import SlotType
 from stalwart.hpc.pbs.client import PbsClient
@@ -59,12 +63,23 @@ from stalwart.hpc.states import Outcome
 from stalwart.hpc.tracker import JobUpdate
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.rm import batchjobs
+from stalwart.master.rm.base import (
+    BatchLauncher,
+    EnginePool,
+    EnginePools,
+    Prepull,
+    Reattaches,
+    ResourceManager,
+    ServiceAddresses,
+)
 from stalwart.master.rm.hpc import jobs
+from stalwart.master.rm.hpc.pools import check_pool, partition_views
 from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings, SlurmSettings
 from stalwart.master.rm.hpc.systems import BatchSystem, PbsSystem, SlurmSystem
 from stalwart.master.settings import MasterSettings
-from stalwart.master.state import MasterState, task_logs_key
-from stalwart.master.transitions import set_allocation_state
+from stalwart.master.state import MasterState
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
 __all__ = ["POOLS_REFRESH_S", "HpcManager", "PbsManager", "SlurmManager", "master_url_for"]
 
@@ -106,28 +121,33 @@ class _Stuck:
     since: float
 
 
-class HpcManager:
-    """A batch system as the cluster loop's resource manager (see the module docstring)."""
+class HpcManager(
+    ResourceManager, Reattaches, EnginePools, Prepull, BatchLauncher, ServiceAddresses
+):
+    """A batch system as the master's resource manager (see the module docstring)."""
 
     def __init__(
         self, state: MasterState, settings: BatchSystemSettings, system: BatchSystem
     ) -> None:
+        super().__init__(state)
         self.slurm = settings
         self.system = system
         self.name = system.name
-        self.state = state
-        self.sessions = state.sessions
+        self.scheduler_type = system.name.upper()
+        self.container_agent = jobs.engine_of(settings)
         self.master_url = master_url_for(state.settings, settings)
         self.python = settings.python or sys.executable
         self.tracker = system.tracker
-        self._adopted = False
         self._cancelled: set[str] = set()
         self._stuck_logged: dict[str, str] = {}
         self._stuck: dict[str, _Stuck] = {}
-        self.clock = time.monotonic
         self._pools: dict[str, PartitionPool] = {}
         self._pools_at: float | None = None
         self._pools_lock = threading.Lock()
+
+    def clock(self) -> float:
+        """The master's monotonic clock (stuck-job and pool-refresh timeouts)."""
+        return self.state.clock.monotonic()
 
     # -- pools --------------------------------------------------------------------------------
 
@@ -137,7 +157,7 @@ class HpcManager:
         ``refresh``); when that fails, the last answer (empty before the first). Thread-safe
         (the API may read it)."""
         with self._pools_lock:
-            now = time.monotonic()
+            now = self.clock()
             stale = self._pools_at is None or now - self._pools_at >= POOLS_REFRESH_S
             if refresh or stale:
                 self._pools_at = now
@@ -149,20 +169,39 @@ class HpcManager:
                     self._pools = {pool.name: pool for pool in found}
             return list(self._pools.values())
 
+    def engine_pools(self, session: Session) -> list[EnginePool]:
+        """Every partition (queue) as a pool (:func:`~stalwart.master.rm.hpc.pools.
+        partition_views`)."""
+        return [EnginePool(p.view, p.default, p.gpu_types) for p in partition_views(self, session)]
+
+    def check_pool(self, pool: str) -> None:
+        """Refuse a pool that is not a partition (:func:`~stalwart.master.rm.hpc.pools.
+        check_pool`)."""
+        check_pool(self, pool)
+
+    @property
+    def prepull_settings(self) -> PrepullSettings:
+        """Batch systems follow the master's ``cluster.prepull`` (``stalwart envs precache
+        --from-master`` reads the plan)."""
+        return self.state.settings.cluster.prepull
+
     def prepull_pools(self) -> dict[str, SlotType]:
         """Each partition with its slot type (the pools ``GET /api/v1/prepull`` plans for)."""
         return {pool.name: pool.slot_type for pool in self.pools()}
+
+    def service_host(self, session: Session, allocation_id: str, rank: int = 0) -> str | None:
+        """The node address the rank's launcher reported at ``batch/start``."""
+        row = session.get(Container, (allocation_id, rank))
+        return batchjobs.node_address(row) if row is not None else None
 
     # -- sync (loop step 2) -----------------------------------------------------------------
 
     def sync(self) -> list[TrialExit]:
         """Cancel, poll, record, end rejected jobs (see the module docstring)."""
-        if not self._adopted:
-            self._adopt()
         cancelled = self._cancel()
         self._poll(force=cancelled)
-        with self.sessions() as session:
-            exits = jobs.end_rejected(session)
+        with self.step() as session:
+            exits = batchjobs.end_rejected(session, self.container_agent)
             session.commit()
         return exits + self._end_stuck()
 
@@ -183,7 +222,7 @@ class HpcManager:
             log.warning("scancel of stuck jobs failed (retrying next round): %s", exc)
             return []
         exits = []
-        with self.sessions() as session:
+        with self.step() as session:
             for allocation_id, stuck in due.items():
                 del self._stuck[allocation_id]
                 self._cancelled.add(stuck.job_id)
@@ -197,58 +236,57 @@ class HpcManager:
                     f"the experiment's resources or {self.name.lower()} section, or ask the "
                     f"{self.name} administrators"
                 )
-                if jobs.mark_exited(session, allocation_id, None, reason):
+                if batchjobs.mark_exited(session, allocation_id, None, reason):
                     master_log(session, allocation.task_id, allocation.id, reason)
                     exit_ = end_allocation(session, allocation, None, reason, retry=False)
                     if exit_ is not None:
                         exits.append(exit_)
                 log.warning("allocation %s: %s", allocation_id, reason)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
         return exits
 
-    def _adopt(self) -> None:
-        """Track every live allocation's job (after a master restart, too)."""
-        with self.sessions() as session:
+    def reattach(self) -> None:
+        """Track every live allocation's job, so a restarted master adopts the jobs of the one
+        before. Live allocations recorded under the other batch system's name (PBS jobs a
+        master before the per-system names recorded as ``slurm``) become this system's."""
+        engine = self.container_agent
+        other = "pbs" if engine == "slurm" else "slurm"
+        with self.step() as session:
+            live = select(Allocation.id).where(
+                Allocation.agent_id == other, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+            )
+            ids = list(session.scalars(live))
+            if ids:
+                session.execute(
+                    update(Allocation).where(Allocation.id.in_(ids)).values(agent_id=engine)
+                )
+                session.execute(
+                    update(Container)
+                    .where(Container.allocation_id.in_(ids), Container.agent_id == other)
+                    .values(agent_id=engine)
+                )
+                session.commit()
+                log.info("adopted %d live allocation(s) recorded as %s", len(ids), other)
             rows = session.execute(
                 select(Allocation.id, Allocation.batch_job_id).where(
+                    Allocation.agent_id == engine,
                     Allocation.batch_job_id.is_not(None),
                     Allocation.state.in_(("ASSIGNED", "STARTING", "RUNNING", "TERMINATING")),
                 )
             ).all()
         for allocation_id, job_id in rows:
             self.tracker.track(str(job_id), allocation_id)
-        self._adopted = True
 
     def _cancel(self) -> bool:
         """scancel the jobs of allocations being killed, and of queued ones asked to stop;
         whether it cancelled any (poll at once then, to see them end)."""
-        with self.sessions() as session:
-            queued_stop = session.scalars(
-                select(Allocation)
-                .join(Container, Container.allocation_id == Allocation.id)
-                .where(
-                    Allocation.state == "ASSIGNED",
-                    Allocation.preempt_requested.is_(True),
-                    Container.agent_id == jobs.BATCH_AGENT,
-                    Container.state == "ASSIGNED",
-                )
+        with self.step() as session:
+            batchjobs.stop_unstarted(session, self.container_agent)
+            dying = batchjobs.terminating(
+                session, self.container_agent, "killed before it was submitted"
             )
-            for allocation in list(queued_stop):  # nothing to checkpoint: kill it
-                set_allocation_state(session, allocation, "TERMINATING")
-            dying = list(
-                session.execute(
-                    select(Allocation.id, Allocation.batch_job_id).where(
-                        Allocation.state == "TERMINATING", Allocation.agent_id == jobs.BATCH_AGENT
-                    )
-                ).all()
-            )
-            never_submitted = [a for a, job in dying if job is None]
-            for allocation_id in never_submitted:
-                jobs.mark_exited(session, allocation_id, None, "killed before it was submitted")
+            wanted = {str(a.batch_job_id): a.id for a in dying}
             session.commit()
-        wanted = {str(job): a for a, job in dying if job is not None}
         todo = sorted(set(wanted) - self._cancelled)
         if not todo:
             return False
@@ -271,7 +309,7 @@ class HpcManager:
             self._apply(updates)
 
     def _apply(self, updates: list[JobUpdate]) -> None:
-        with self.sessions() as session:
+        with self.step() as session:
             for update in updates:
                 allocation = session.get(Allocation, update.key)
                 if allocation is None or allocation.batch_job_id != update.job_id:
@@ -287,13 +325,13 @@ class HpcManager:
                         allocation.preempt_requested = True
                         allocation.preempt_acked = True
                         code = 0
-                    if jobs.mark_exited(session, allocation.id, code, reason):
+                    if batchjobs.mark_exited(session, allocation.id, code, reason):
                         master_log(session, allocation.task_id, allocation.id, reason)
                     self._stuck.pop(allocation.id, None)
                 elif status.allocation_state in ("RUNNING", "STARTING"):
                     self._stuck.pop(allocation.id, None)
                     if allocation.state != "TERMINATING":
-                        jobs.mark_running(session, allocation)
+                        batchjobs.mark_running(session, allocation)
                 elif status.allocation_state == "ASSIGNED" and not status.stuck:
                     self._stuck.pop(allocation.id, None)
                 elif status.allocation_state == "ASSIGNED" and status.stuck:
@@ -309,20 +347,13 @@ class HpcManager:
                         if limit > 0:
                             text += f" (cancelled if it still cannot start after {limit:g} s)"
                         master_log(session, allocation.task_id, allocation.id, text)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
-
-    def _notify(self, tasks: set[str]) -> None:
-        """Wake the log followers of ``tasks`` (after a commit that wrote master lines)."""
-        for task_id in tasks:
-            self.state.notifier.notify(task_logs_key(task_id))
 
     # -- schedule (loop step 5) -------------------------------------------------------------
 
     def schedule(self) -> None:
         """Submit PENDING allocations, and retry unsubmitted ones (see the module docstring)."""
-        with self.sessions() as session:
+        with self.state.sessions() as session:  # reads only: no lock needed
             pending = list(
                 session.scalars(
                     select(Allocation.id)
@@ -330,14 +361,14 @@ class HpcManager:
                     .order_by(Allocation.id)
                 )
             )
-            orphans = jobs.unsubmitted(session)
+            orphans = batchjobs.unsubmitted(session, self.container_agent)
         if not (orphans or pending):
             return
         pools = {pool.name: pool for pool in self.pools()}
         if orphans:
             self._resubmit(orphans, pools)
         for allocation_id in pending:
-            with self.sessions() as session:
+            with self.step() as session:
                 job = jobs.claim_batch(
                     session,
                     allocation_id,
@@ -357,7 +388,7 @@ class HpcManager:
             log.warning("listing %s jobs failed (retrying next round): %s", self.name, exc)
             return
         for allocation_id in allocation_ids:
-            with self.sessions() as session:
+            with self.state.sessions() as session:  # reads only
                 job = jobs.resume_job(
                     session,
                     allocation_id,
@@ -400,23 +431,22 @@ class HpcManager:
             stream.write(job.token + "\n")
 
     def _record(self, job: jobs.BatchJob, job_id: str) -> None:
-        with self.sessions() as session:
-            recorded = jobs.record_submission(session, job.allocation_id, job_id)
+        with self.step() as session:
+            recorded = batchjobs.record_submission(session, job.allocation_id, job_id)
             allocation = session.get(Allocation, job.allocation_id)
             if recorded and allocation is not None:
                 text = f"submitted as {self.name} job {job_id} ({job.request.job_dir})"
                 master_log(session, allocation.task_id, allocation.id, text)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
         if recorded:
             self.tracker.track(job_id, job.allocation_id)
             log.info("allocation %s is %s job %s", job.allocation_id, self.name, job_id)
 
     def _reject(self, job: jobs.BatchJob, message: str) -> None:
         log.warning("allocation %s: %s", job.allocation_id, message)
-        with self.sessions() as session:
-            jobs.record_rejection(session, job.allocation_id, message)
+        with self.step() as session:
+            batchjobs.reject(session, job.allocation_id, message)
+            session.commit()
 
 
 class SlurmManager(HpcManager):

@@ -2,9 +2,6 @@
 
 Contract:
 
-- :func:`batch_manager` finds the running master's Slurm or PBS manager
-  (:class:`~stalwart.master.rm.hpc.manager.HpcManager`, the cluster loop's ``batch``), or None
-  (agents, Kubernetes, or no cluster loop).
 - :func:`partition_views` turns the manager's partitions (one ``sinfo``; PBS: ``qstat -Q`` and
   ``pbsnodes``; cached by the manager) into :class:`~stalwart.master.services.agents.PoolView`
   rows plus each pool's GPU types, with the queue counts of Stalwart's own allocations. Under
@@ -20,22 +17,22 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.master.db.tables import Allocation
-from stalwart.master.rm.hpc.manager import HpcManager
 from stalwart.master.services.agents import PoolView
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
-__all__ = ["PartitionView", "batch_manager", "check_pool", "partition_views", "pool_of_text"]
+if TYPE_CHECKING:
+    from stalwart.master.rm.hpc.manager import HpcManager
+
+__all__ = ["PartitionView", "check_pool", "partition_views"]
 
 _RUNNING = ("STARTING", "RUNNING", "TERMINATING")
 
@@ -49,13 +46,6 @@ class PartitionView:
     default: bool
     gpu_types: tuple[str, ...]
     partition: PartitionPool
-
-
-def batch_manager(app_state: Any) -> HpcManager | None:
-    """The Slurm or PBS manager of the master whose FastAPI ``app.state`` this is, else None."""
-    loop = getattr(app_state, "cluster", None)
-    manager = getattr(loop, "batch", None)
-    return manager if isinstance(manager, HpcManager) else None
 
 
 def _default_partition(manager: HpcManager, pools: list[PartitionPool]) -> str | None:
@@ -102,23 +92,6 @@ def partition_views(manager: HpcManager, session: Session) -> list[PartitionView
         )
         out.append(PartitionView(view, pool.name == default, pool.gpu_types, pool))
     return out
-
-
-def pool_of_text(config_text: str) -> str:
-    """``resources.resource_pool`` of an experiment's YAML text; ``default`` when unset or when
-    the text does not parse (experiment creation then reports what is wrong with it)."""
-    try:
-        data = yaml.safe_load(config_text)
-    except yaml.YAMLError:
-        return "default"
-    if not isinstance(data, Mapping):
-        return "default"
-    resources = data.get("resources")
-    if isinstance(resources, Mapping):
-        pool = resources.get("resource_pool")
-        if isinstance(pool, str) and pool:
-            return pool
-    return "default"
 
 
 def _kind(manager: HpcManager) -> str:

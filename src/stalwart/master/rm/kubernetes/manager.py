@@ -1,9 +1,11 @@
-"""The Kubernetes resource manager: the cluster loop's steps when ``resource_manager.type:
-kubernetes``.
+"""The Kubernetes resource manager: the :class:`~stalwart.master.rm.base.ResourceManager` when
+``resource_manager.type: kubernetes``.
 
-The loop calls two methods under its lifecycle lock, each round (database rows are the truth;
-the informers' caches are rebuilt from the API after a restart, so a new master reattaches to
-the Jobs of the old one by their labels):
+The loop calls two methods each round, without the state lock: every API call happens with no
+lock and no transaction held, and what it answers is applied in a short step under the lock
+(database rows are the truth; the informers' caches are rebuilt from the API after a restart,
+so a new master reattaches to the Jobs of the old one by their labels,
+:meth:`KubernetesManager.reattach`):
 
 - :meth:`KubernetesManager.sync` (before the loop ends allocations): starts the Job and Pod
   informers on first use (watches of the objects labelled with this cluster's id; every event
@@ -19,7 +21,7 @@ the Jobs of the old one by their labels):
   the ConfigMap and Secrets are deleted (the Job stays until its TTL, for ``kubectl``). Every
   API call happens outside database transactions. Returns the trial exits of allocations that
   could never run.
-- :meth:`KubernetesManager.schedule` (instead of agent placement): claims each PENDING
+- :meth:`KubernetesManager.schedule`: claims each PENDING
   allocation, then creates its ConfigMap, Secrets (token; registry auth), headless Service
   (multi-pod) and Job outside any transaction, and records the Job's name. A transient failure
   (API down, throttled, a ResourceQuota exceeded) leaves the allocation claimed and retried next
@@ -42,15 +44,18 @@ from typing import Any
 from sqlalchemy import select
 
 from stalwart.agent.protocol import DeviceType
+from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.rm import batchjobs
+from stalwart.master.rm.base import BatchLauncher, Prepull, Reattaches, ResourceManager
 from stalwart.master.rm.kubernetes import allocations as rows
 from stalwart.master.rm.kubernetes.client import (
     AlreadyExistsError,
-    HttpKubeApi,
     Kind,
     KubeApi,
     KubeError,
+    KubernetesClientApi,
     load_config,
 )
 from stalwart.master.rm.kubernetes.informer import Informer
@@ -70,12 +75,11 @@ from stalwart.master.rm.kubernetes.prepull import (
     plan_hash,
 )
 from stalwart.master.rm.kubernetes.queue import RateLimitedApi
-from stalwart.master.rm.kubernetes.settings import KubernetesSettings
+from stalwart.master.rm.kubernetes.settings import K8S_AGENT, KubernetesSettings
 from stalwart.master.rm.kubernetes.states import allocation_status, pod_view, pull_seconds
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.prepull import plan_for, queued_experiment_images
-from stalwart.master.state import MasterState, task_logs_key
-from stalwart.master.transitions import set_allocation_state
+from stalwart.master.state import MasterState
 
 __all__ = ["SYNC_TIMEOUT_S", "KubernetesManager", "master_url_for"]
 
@@ -101,15 +105,18 @@ def master_url_for(host: str, port: int, settings: KubernetesSettings) -> str:
     return f"http://{host}:{port}"
 
 
-class KubernetesManager:
-    """Kubernetes as the cluster loop's resource manager (see the module docstring)."""
+class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
+    """Kubernetes as the master's resource manager (see the module docstring)."""
+
+    name = "Kubernetes"
+    container_agent = K8S_AGENT
 
     def __init__(self, state: MasterState, *, api: KubeApi | None = None) -> None:
+        super().__init__(state)
         settings = state.settings.resource_manager
         if not isinstance(settings, KubernetesSettings):
             raise TypeError("KubernetesManager needs resource_manager.type: kubernetes")
         self.k8s = settings
-        self.state = state
         self.sessions = state.sessions
         self.master_url = master_url_for(state.settings.host, state.settings.port, settings)
         if not settings.master_url and state.settings.host in ("127.0.0.1", "localhost", "::1"):
@@ -119,7 +126,7 @@ class KubernetesManager:
                 self.master_url,
             )
         if api is None:
-            api = HttpKubeApi(load_config(settings.kubeconfig, os.environ))
+            api = KubernetesClientApi(load_config(settings.kubeconfig, os.environ))
         self.api = RateLimitedApi(api, qps=settings.api_qps, burst=settings.api_burst)
         self.selector = f"stalwart.dev/cluster={label_value(state.cluster_id)}"
         self.jobs = {
@@ -139,7 +146,7 @@ class KubernetesManager:
         self._prepull_at: float | None = None
 
     def close(self) -> None:
-        """Stop the informers and release connections."""
+        """Stop the informers and release connections; idempotent."""
         for informer in self._informers():
             informer.stop()
         self.api.close()
@@ -163,11 +170,16 @@ class KubernetesManager:
             return [str(job["metadata"].get("namespace") or self.k8s.namespace)]
         return self.k8s.namespaces()
 
-    # -- sync (loop step 2) -----------------------------------------------------------------
+    # -- sync --------------------------------------------------------------------------------
 
-    def _ready(self) -> bool:
+    def reattach(self) -> None:
+        """Start the Job and Pod informers: their first list finds the Jobs of every live
+        allocation, a master restarted meanwhile included (by this cluster's label)."""
         for informer in self._informers():
             informer.start()
+
+    def _ready(self) -> bool:
+        self.reattach()
         deadline = time.monotonic() + SYNC_TIMEOUT_S
         for informer in self._informers():
             if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
@@ -185,11 +197,11 @@ class KubernetesManager:
             return []
         self._kill()
         exits = self._observe()
-        with self.sessions() as session:
-            exits += rows.end_rejected(session)
+        with self.step() as session:
+            exits += batchjobs.end_rejected(session, K8S_AGENT)
             session.commit()
         if self.k8s.prepull.enabled:
-            now = time.monotonic()
+            now = self.state.clock.monotonic()
             if (
                 self._prepull_at is None
                 or now - self._prepull_at >= self.k8s.prepull.refresh_seconds
@@ -229,30 +241,15 @@ class KubernetesManager:
         self._cleaned.add(allocation_id)
 
     def _kill(self) -> None:
-        with self.sessions() as session:
-            queued_stop = session.scalars(
-                select(Allocation).where(
-                    Allocation.agent_id == rows.K8S_AGENT,
-                    Allocation.state.in_(("ASSIGNED", "PULLING")),
-                    Allocation.preempt_requested.is_(True),
-                )
-            )
-            for allocation in list(queued_stop):  # no task runs yet: nothing to checkpoint
-                set_allocation_state(session, allocation, "TERMINATING")
-            dying = list(
-                session.execute(
-                    select(Allocation.id, Allocation.batch_job_id, Allocation.slots).where(
-                        Allocation.agent_id == rows.K8S_AGENT,
-                        Allocation.state == "TERMINATING",
-                    )
-                ).all()
-            )
-            for allocation_id, job, _ in dying:
-                if job is None:
-                    rows.mark_exited(session, allocation_id, None, "killed before its Job existed")
+        with self.step() as session:
+            batchjobs.stop_unstarted(session, K8S_AGENT)
+            dying = [
+                (a.id, a.slots)
+                for a in batchjobs.terminating(session, K8S_AGENT, "killed before its Job existed")
+            ]
             session.commit()
-        for allocation_id, job, slots in dying:
-            if job is None or allocation_id in self._deleted:
+        for allocation_id, slots in dying:
+            if allocation_id in self._deleted:
                 continue
             try:
                 self._delete_objects(
@@ -274,8 +271,8 @@ class KubernetesManager:
 
     def _observe(self) -> list[TrialExit]:
         exits: list[TrialExit] = []
-        with self.sessions() as session:
-            every = [(a.id, a.batch_job_id) for a in rows.live_allocations(session)]
+        with self.sessions() as session:  # reads only
+            every = [(a.id, a.batch_job_id) for a in batchjobs.live_allocations(session, K8S_AGENT)]
         self._forget({allocation_id for allocation_id, _ in every})
         # A Job the informer has not seen yet (a watch lagging behind our own create) is read
         # directly before it may be called gone.
@@ -285,16 +282,14 @@ class KubernetesManager:
                 fetched[str(name)] = self._get_job(allocation_id, str(name))
         by_allocation = self._pods_by_allocation()
         self._after_commit = []
-        with self.sessions() as session:
-            for allocation in rows.live_allocations(session):
+        with self.step() as session:
+            for allocation in batchjobs.live_allocations(session, K8S_AGENT):
                 if allocation.batch_job_id is None:
                     continue
                 exit_ = self._observe_one(session, allocation, by_allocation, fetched)
                 if exit_ is not None:
                     exits.append(exit_)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
         for allocation_id, pods, whole in self._after_commit:  # API calls: after the commit
             if whole:
                 self._delete_quietly(allocation_id, pods)
@@ -355,17 +350,17 @@ class KubernetesManager:
                     "ttlSecondsAfterFinished passed while the master was down)"
                 )
                 code = None
-            if rows.mark_exited(session, allocation.id, code, reason):
+            if batchjobs.mark_exited(session, allocation.id, code, reason):
                 master_log(session, allocation.task_id, allocation.id, reason)
             return None
         status = allocation_status(job, views, expected)
         if status.state == "EXITED":
             if status.image_failure:
-                rows.mark_exited(session, allocation.id, None, status.reason)
+                batchjobs.mark_exited(session, allocation.id, None, status.reason)
                 master_log(session, allocation.task_id, allocation.id, str(status.reason))
                 self._after_commit.append((allocation.id, expected, True))
                 return end_allocation(session, allocation, None, status.reason, retry=False)
-            if rows.mark_exited(session, allocation.id, status.exit_code, status.reason):
+            if batchjobs.mark_exited(session, allocation.id, status.exit_code, status.reason):
                 master_log(session, allocation.task_id, allocation.id, str(status.reason))
             # A failed pod of a gang: the others stop too.
             whole = status.exit_code != 0 and expected > 1
@@ -375,7 +370,7 @@ class KubernetesManager:
             return None
         if status.state == "RUNNING":
             self._gang_since.pop(allocation.id, None)
-            if rows.mark_running(session, allocation):
+            if batchjobs.mark_running(session, allocation):
                 pulled = pull_seconds(views)
                 record_pull_time(allocation, pulled)
                 text = f"all {expected} pod(s) of Job {name} are running"
@@ -385,18 +380,19 @@ class KubernetesManager:
             return None
         running = [v for v in views if v.phase == "Running"]
         if running and expected > 1:
-            since = self._gang_since.setdefault(allocation.id, time.monotonic())
-            if time.monotonic() - since >= self.k8s.gang_timeout_seconds:
+            now = self.state.clock.monotonic()
+            since = self._gang_since.setdefault(allocation.id, now)
+            if now - since >= self.k8s.gang_timeout_seconds:
                 reason = (
                     f"only {len(running)} of {expected} pods ran within "
                     f"{self.k8s.gang_timeout_seconds:g}s (all-or-nothing): killed"
                 )
-                rows.mark_exited(session, allocation.id, None, reason)
+                batchjobs.mark_exited(session, allocation.id, None, reason)
                 master_log(session, allocation.task_id, allocation.id, reason)
                 self._after_commit.append((allocation.id, expected, True))
                 return None
         if status.state == "PULLING":
-            if rows.mark_pulling(session, allocation):
+            if batchjobs.mark_pulling(session, allocation):
                 image = (session.get(Container, (allocation.id, 0)) or Container()).spec or {}
                 text = (
                     f"pods of Job {name} are on nodes; pulling {image.get('image') or 'the image'}"
@@ -412,15 +408,11 @@ class KubernetesManager:
         except KubeError as exc:
             log.warning("deleting the Job of %s failed: %s", allocation_id, exc)
 
-    def _notify(self, tasks: set[str]) -> None:
-        for task_id in tasks:
-            self.state.notifier.notify(task_logs_key(task_id))
-
-    # -- schedule (loop step 5) -------------------------------------------------------------
+    # -- schedule ----------------------------------------------------------------------------
 
     def schedule(self) -> None:
         """Claim PENDING allocations and create their objects (see the module docstring)."""
-        with self.sessions() as session:
+        with self.sessions() as session:  # reads only
             pending = list(
                 session.scalars(
                     select(Allocation.id)
@@ -428,16 +420,16 @@ class KubernetesManager:
                     .order_by(Allocation.id)
                 )
             )
-            todo = rows.uncreated(session)
+            todo = batchjobs.unsubmitted(session, K8S_AGENT)
         for allocation_id in pending:
-            with self.sessions() as session:
+            with self.step() as session:
                 if rows.claim(session, allocation_id, self.k8s, cluster_id=self.state.cluster_id):
                     todo.append(allocation_id)
         for allocation_id in todo:
             self._create(allocation_id)
 
     def _create(self, allocation_id: str) -> None:
-        with self.sessions() as session:
+        with self.sessions() as session:  # reads only
             allocation = session.get(Allocation, allocation_id)
             row = session.get(Container, (allocation_id, 0))
             if allocation is None or row is None or allocation.batch_job_id is not None:
@@ -471,15 +463,13 @@ class KubernetesManager:
                     self._reject(allocation_id, f"Kubernetes refused the Job: {exc}")
                 return
         name = str(objects[-1]["metadata"]["name"])
-        with self.sessions() as session:
-            recorded = rows.record_created(session, allocation_id, name)
+        with self.step() as session:
+            recorded = batchjobs.record_submission(session, allocation_id, name)
             allocation = session.get(Allocation, allocation_id)
             if recorded and allocation is not None:
                 text = f"created Kubernetes Job {request.namespace}/{name} ({request.image})"
                 master_log(session, allocation.task_id, allocation.id, text)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
 
     def _defaults(self, pool: str) -> Mapping[str, Any] | None:
         settings = self.state.settings
@@ -487,21 +477,24 @@ class KubernetesManager:
 
     def _waiting(self, allocation_id: str, text: str) -> None:
         log.warning("allocation %s: %s", allocation_id, text)
-        with self.sessions() as session:
+        with self.step() as session:
             allocation = session.get(Allocation, allocation_id)
             if allocation is not None:
                 self._log_once(session, allocation, "/create", text)
-            tasks = session.info.pop("log_tasks", set())
             session.commit()
-        self._notify(tasks)
 
     def _reject(self, allocation_id: str, message: str) -> None:
         log.warning("allocation %s: %s", allocation_id, message)
-        with self.sessions() as session:
-            rows.reject(session, allocation_id, message)
+        with self.step() as session:
+            batchjobs.reject(session, allocation_id, message)
             session.commit()
 
     # -- image pre-pull ---------------------------------------------------------------------
+
+    @property
+    def prepull_settings(self) -> PrepullSettings:
+        """``resource_manager.prepull``: the DaemonSets' plan."""
+        return self.k8s.prepull
 
     def prepull_pools(self) -> dict[str, DeviceType]:
         """The pools to pre-pull for (the default, the configured and the experiments' ones),

@@ -4,9 +4,9 @@
   a :class:`~stalwart.master.scheduler.Snapshot` (call it in a short transaction and close it
   before deciding).
 - :func:`claim` applies one assignment in its own transaction: a compare-and-set claim of the
-  slots (``UPDATE slots ... WHERE allocation_id IS NULL``, row counts checked), the allocation's
-  ports and token, one :class:`~stalwart.master.db.tables.Container` per agent with its
-  :class:`~stalwart.agent.protocol.TaskSpec`, and ASSIGNED through the transitions module. A
+  slots (``UPDATE slots ... WHERE allocation_id IS NULL``, row counts checked), then the claim
+  every engine shares (:func:`~stalwart.master.rm.claim.claim_allocation`: ports, token, one
+  container per agent with its :class:`~stalwart.agent.protocol.TaskSpec`, ASSIGNED). A
   stale snapshot makes the claim fail (returns None, nothing written); the next round decides
   again. The snapshot is never trusted over the database.
 
@@ -16,14 +16,13 @@ without GPUs offer CPU slots, as Determined's do).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from stalwart.config.resources import ResourcesConfig
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
     Agent,
@@ -33,6 +32,7 @@ from stalwart.master.db.tables import (
     Slot,
     Task,
 )
+from stalwart.master.rm.claim import claim_allocation
 from stalwart.master.scheduler import (
     AgentView,
     DeviceType,
@@ -46,27 +46,21 @@ from stalwart.master.scheduler import (
     Snapshot,
 )
 from stalwart.master.services.allocations import LOOPBACK
-from stalwart.master.services.auth import token_sha256
+from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.task_spec import (
     ContainerPlan,
-    allocation_task_specs,
     free_port_offset,
-    ports_for,
 )
 from stalwart.master.settings import MasterSettings
-from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES, PLACED_ALLOCATION_STATES
 
 __all__ = [
-    "PLACED_STATES",
     "Claimed",
     "claim",
     "pool_settings",
     "read_snapshot",
     "unschedulable_reason",
 ]
-
-PLACED_STATES = ("ASSIGNED", "PULLING", "STARTING", "RUNNING", "TERMINATING")
-"""Allocation states that hold slots."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +85,6 @@ def pool_settings(settings: MasterSettings) -> dict[str, PoolSettings]:
             scheduler=kind, preemption=bool(sched.get("preemption", False)), fitting_policy=fitting
         )
     return out
-
-
-def _resources(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = config.get("resources")
-    return value if isinstance(value, Mapping) else {}
 
 
 def _pool_device(slots: Sequence[Slot]) -> DeviceType:
@@ -148,33 +137,32 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
     wanted = select(Experiment.id, Experiment.config).where(
         Experiment.id.in_({exp_id for _, exp_id in rows})
     )
-    configs: dict[int, dict[str, Any]] = {row.id: row.config for row in session.execute(wanted)}
-    placed = _assignments(session, [row[0].id for row in rows if row[0].state in PLACED_STATES])
+    configs = {row.id: typed_config_of(row.id, row.config) for row in session.execute(wanted)}
+    placed = _assignments(
+        session, [row[0].id for row in rows if row[0].state in PLACED_ALLOCATION_STATES]
+    )
     requests, groups = [], {}
     for allocation, exp_id in rows:
-        res = _resources(configs.get(exp_id) or {})
-        running = allocation.state in PLACED_STATES
-        priority = res.get("priority")
+        config = configs.get(exp_id)
+        res = config.resources if config is not None else ResourcesConfig()
+        running = allocation.state in PLACED_ALLOCATION_STATES
         requests.append(
             Request(
                 allocation_id=allocation.id,
                 group_id=str(exp_id),
                 slots_needed=allocation.slots,
                 pool=allocation.resource_pool,
-                priority=int(priority) if isinstance(priority, int) else 42,
-                weight=float(res.get("weight") or 1.0),
+                priority=res.priority if res.priority is not None else 42,
+                weight=float(res.weight or 1.0),
                 submitted_order=int(exp_id),
-                is_single_node=bool(res.get("is_single_node", False)),
+                is_single_node=res.is_single_node,
                 device_type=pool_devices.get(allocation.resource_pool, "cpu"),
                 running=running,
                 assignment=placed.get(allocation.id, ()) if running else (),
                 preempting=bool(allocation.preempt_requested) if running else False,
             )
         )
-        max_slots = res.get("max_slots")
-        groups[str(exp_id)] = GroupLimits(
-            group_id=str(exp_id), max_slots=max_slots if isinstance(max_slots, int) else None
-        )
+        groups[str(exp_id)] = GroupLimits(group_id=str(exp_id), max_slots=res.max_slots)
     return Snapshot(
         agents=tuple(views),
         requests=tuple(r for r in requests if not r.running or r.assignment),
@@ -269,41 +257,18 @@ def claim(
             session.rollback()
             return None
     agent_ids = [agent_id for agent_id, _ in placement]
-    offset = free_port_offset(_used_offsets(session, agent_ids))
-    ports = ports_for(offset)
-    allocation.ports = {"offset": offset, **ports}
-    token = secrets.token_urlsafe(32)
-    allocation.token_sha256 = token_sha256(token)
-    allocation.agent_id = agent_ids[0]
     plans = _plans(session, placement)
     slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
     device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
-    specs = allocation_task_specs(
+    token = claim_allocation(
         session,
         allocation,
         plans,
-        token=token,
-        ports=ports,
+        port_offset=free_port_offset(_used_offsets(session, agent_ids)),
         device_type=device,
         cluster_id=cluster_id,
     )
-    if specs is None:
-        session.rollback()
-        return None
-    for plan, spec in zip(plans, specs, strict=True):
-        session.add(
-            Container(
-                allocation_id=allocation.id,
-                rank=plan.rank,
-                agent_id=plan.agent_id,
-                slot_ids=list(plan.slot_ids),
-                state="ASSIGNED",
-                spec=spec.model_dump(mode="json"),
-            )
-        )
-    set_allocation_state(session, allocation, "ASSIGNED")
-    session.commit()
-    return Claimed(allocation_id, tuple(agent_ids))
+    return Claimed(allocation_id, tuple(agent_ids)) if token is not None else None
 
 
 def _plans(session: Session, placement: Placement) -> list[ContainerPlan]:

@@ -1,0 +1,79 @@
+"""Claiming an allocation: the one step every resource manager takes before its engine runs it.
+
+:func:`claim_allocation` writes, in the caller's session, everything a claimed allocation
+carries whatever the engine: its ports (``offset`` plus the fixed per-task ports), a fresh
+token (only its hash is stored; the token itself travels in the task specs), the engine that
+runs it (``allocations.agent_id``: the first container's), one ASSIGNED
+:class:`~stalwart.master.db.tables.Container` row per planned container with its
+:class:`~stalwart.agent.protocol.TaskSpec` (built by
+:func:`~stalwart.master.services.task_spec.allocation_task_specs`), and the allocation ASSIGNED
+through :func:`~stalwart.master.transitions.set_allocation_state`. It commits and returns the
+token; when the allocation's task cannot be described (not a trial, or gone) it rolls back and
+returns None.
+
+What differs per engine is decided before: which slots (agents: a compare-and-set on
+``slots``, :mod:`stalwart.master.rm.agent.placement`), how many containers (batch systems:
+nodes; Kubernetes: pods), their addresses and the port offset.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+from sqlalchemy.orm import Session
+
+from stalwart.agent.protocol import DeviceType
+from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.services.auth import token_sha256
+from stalwart.master.services.task_spec import ContainerPlan, allocation_task_specs, ports_for
+from stalwart.master.transitions import set_allocation_state
+
+__all__ = ["claim_allocation"]
+
+
+def claim_allocation(
+    session: Session,
+    allocation: Allocation,
+    plans: Sequence[ContainerPlan],
+    *,
+    port_offset: int,
+    device_type: DeviceType,
+    cluster_id: str,
+) -> str | None:
+    """Claim ``allocation`` (PENDING or WAITING, checked by the caller) for ``plans`` (rank
+    order, at least one); commits; the token, or None after a rollback (see the module
+    docstring)."""
+    if not plans:
+        raise ValueError("an allocation runs at least one container")
+    ports = ports_for(port_offset)
+    token = secrets.token_urlsafe(32)
+    allocation.ports = {"offset": port_offset, **ports}
+    allocation.token_sha256 = token_sha256(token)
+    allocation.agent_id = plans[0].agent_id
+    specs = allocation_task_specs(
+        session,
+        allocation,
+        plans,
+        token=token,
+        ports=ports,
+        device_type=device_type,
+        cluster_id=cluster_id,
+    )
+    if specs is None:
+        session.rollback()
+        return None
+    for plan, spec in zip(plans, specs, strict=True):
+        session.add(
+            Container(
+                allocation_id=allocation.id,
+                rank=plan.rank,
+                agent_id=plan.agent_id,
+                slot_ids=list(plan.slot_ids),
+                state="ASSIGNED",
+                spec=spec.model_dump(mode="json"),
+            )
+        )
+    set_allocation_state(session, allocation, "ASSIGNED")
+    session.commit()
+    return token
