@@ -327,6 +327,34 @@ def test_priority_preemption_hands_the_slot_to_the_urgent_experiment(tmp_path: P
         state.engine.dispose()
 
 
+def test_a_container_an_agent_stops_reporting_is_lost_and_frees_its_slot(
+    state: MasterState,
+) -> None:
+    """The agent restarted within the agent timeout (after killing what its earlier life ran):
+    the killed experiment ends, and the queued one gets the freed slot."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    killed = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    node.sync()  # RUNNING
+    queued = _create(state)
+    loop.run_round()
+    assert node.sync().start == []  # one slot: the second experiment waits
+    with state.sessions() as session:
+        exp_svc.kill_experiment(session, killed)
+    loop.run_round()
+    restarted = FakeNode(state)  # the same agent id, nothing running any more
+    restarted.sync()
+    loop.run_round()
+    assert _exp_state(state, killed) == "CANCELED"
+    (lost,) = _allocations(state, spec.task_id)
+    assert lost.state == "TERMINATED"
+    (moved,) = restarted.sync().start
+    assert moved.env["DET_EXPERIMENT_ID"] == str(queued)
+
+
 def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
     tmp_path: Path,
 ) -> None:

@@ -11,7 +11,8 @@
    allocation has ended or is being killed, is listed in ``kill`` (and forgotten once exited);
 3. every container placed on this agent and not reported is sent as a ``start`` (its stored
    spec), unless its allocation is being killed, in which case it is recorded as exited without
-   ever starting.
+   ever starting; one that was RUNNING and is no longer reported (the agent restarted, or lost
+   the process) is recorded as exited with no code (lost), which frees its slots.
 
 It returns the response and whether anything changed that the cluster loop must look at (an
 exit, or a new agent); the followers of tasks that got log lines are woken by the commit. With
@@ -156,7 +157,15 @@ def apply_sync(
                 set_allocation_state(session, allocation, "STARTING")
     start: list[TaskSpec] = []
     for key, row in rows.items():
-        if key in reported or row.state not in ("ASSIGNED", "STARTING"):
+        if key in reported:
+            continue
+        if row.state == "RUNNING":
+            # It ran here and the agent no longer has it (it restarted, or lost the process):
+            # lost, so its allocation ends and its slots are freed.
+            if record:
+                reason = f"agent {agent_id} no longer runs it (the agent restarted or lost it)"
+                set_container_state(session, row, "EXITED", reason=reason)
+                changed = True
             continue
         allocation = allocations.get(row.allocation_id)
         if allocation is None or allocation.state in _KILLING:
