@@ -37,7 +37,9 @@ def test_wrong_password_is_one_line_with_a_hint(cli: Cli) -> None:
 
 
 def test_manage_users(cli: Cli) -> None:
-    created = cli("user", "create", "cli-alice", "--password", "Pass-wd1", "--display-name", "Alice")
+    created = cli(
+        "user", "create", "cli-alice", "--password", "Pass-wd1", "--display-name", "Alice"
+    )
     assert created.code == 0, created.err
     assert created.out.strip() == "Created user cli-alice."
     again = cli("user", "create", "cli-alice", "--password", "x")
@@ -58,7 +60,10 @@ def test_manage_users(cli: Cli) -> None:
     assert cli("user", "login", "cli-alice", "--password", "Pass-wd1").code == 1
     assert cli("user", "login", "cli-alice", "--password", "Pass-wd2").code == 0
 
-    assert cli("-u", "admin", "user", "change-password", "cli-alice", "--password", "Pass-wd3").code == 0
+    assert (
+        cli("-u", "admin", "user", "change-password", "cli-alice", "--password", "Pass-wd3").code
+        == 0
+    )
     assert cli("-u", "admin", "user", "deactivate", "cli-alice").out.strip() == (
         "Deactivated user cli-alice."
     )
