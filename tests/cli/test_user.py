@@ -37,7 +37,9 @@ def test_wrong_password_is_one_line_with_a_hint(cli: Cli) -> None:
 
 
 def test_manage_users(cli: Cli) -> None:
-    created = cli("user", "create", "cli-alice", "--password", "pw1", "--display-name", "Alice")
+    created = cli(
+        "user", "create", "cli-alice", "--password", "Pass-wd1", "--display-name", "Alice"
+    )
     assert created.code == 0, created.err
     assert created.out.strip() == "Created user cli-alice."
     again = cli("user", "create", "cli-alice", "--password", "x")
@@ -49,24 +51,27 @@ def test_manage_users(cli: Cli) -> None:
     users = {u["username"]: u for u in json.loads(cli("user", "list", "--json").out)}
     assert users["admin"]["admin"] is True
 
-    assert cli("user", "login", "cli-alice", "--password", "pw1").code == 0
+    assert cli("user", "login", "cli-alice", "--password", "Pass-wd1").code == 0
     assert "as cli-alice on" in cli("user", "whoami").out
     denied = cli("user", "create", "cli-eve", "--password", "x")  # alice is no admin
     assert denied.code == 1
     one_error_line(denied.err)
-    assert cli("user", "change-password", "--password", "pw2").code == 0
-    assert cli("user", "login", "cli-alice", "--password", "pw1").code == 1
-    assert cli("user", "login", "cli-alice", "--password", "pw2").code == 0
+    assert cli("user", "change-password", "--password", "Pass-wd2").code == 0
+    assert cli("user", "login", "cli-alice", "--password", "Pass-wd1").code == 1
+    assert cli("user", "login", "cli-alice", "--password", "Pass-wd2").code == 0
 
-    assert cli("-u", "admin", "user", "change-password", "cli-alice", "--password", "pw3").code == 0
+    assert (
+        cli("-u", "admin", "user", "change-password", "cli-alice", "--password", "Pass-wd3").code
+        == 0
+    )
     assert cli("-u", "admin", "user", "deactivate", "cli-alice").out.strip() == (
         "Deactivated user cli-alice."
     )
-    inactive = cli("user", "login", "cli-alice", "--password", "pw3")
+    inactive = cli("user", "login", "cli-alice", "--password", "Pass-wd3")
     assert inactive.code == 1
     assert one_error_line(inactive.err) == "error: user is not active"
     assert cli("-u", "admin", "user", "activate", "cli-alice").code == 0
-    assert cli("user", "login", "cli-alice", "--password", "pw3").code == 0
+    assert cli("user", "login", "cli-alice", "--password", "Pass-wd3").code == 0
 
 
 def test_unreachable_master_says_what_to_do(cli: Cli) -> None:
@@ -78,8 +83,8 @@ def test_unreachable_master_says_what_to_do(cli: Cli) -> None:
 
 def test_revoke_sessions(cli: Cli) -> None:
     assert cli("user", "login", "admin", "--password", "").code == 0
-    assert cli("user", "create", "cli-rita", "--password", "pw1").code == 0
-    assert cli("user", "login", "cli-rita", "--password", "pw1").code == 0
+    assert cli("user", "create", "cli-rita", "--password", "Pass-wd1").code == 0
+    assert cli("user", "login", "cli-rita", "--password", "Pass-wd1").code == 0
     assert cli("user", "login", "admin", "--password", "").code == 0
     result = cli("user", "revoke-sessions", "cli-rita")
     assert result.code == 0, result.err

@@ -177,27 +177,27 @@ def test_tokens_are_cached_per_master_and_user(cluster: LocalCluster, tmp_path: 
 
 
 def test_users(admin: Client, cluster: LocalCluster, tmp_path: Path) -> None:
-    created = admin.create_user("sdk-bob", password="s3cret", display_name="Bob")
+    created = admin.create_user("sdk-bob", password="s3cret-pw", display_name="Bob")
     assert (created.username, created.admin, created.active) == ("sdk-bob", False, True)
     assert "sdk-bob" in [u.username for u in admin.list_users()]
     with pytest.raises(errors.AlreadyExistsError):
         admin.create_user("sdk-bob")
-    with Client(cluster.url, "sdk-bob", "s3cret", config_dir=tmp_path, environ={}) as bob:
+    with Client(cluster.url, "sdk-bob", "s3cret-pw", config_dir=tmp_path, environ={}) as bob:
         assert bob.whoami().display_name == "Bob"
         with pytest.raises(errors.ForbiddenError):
             bob.create_user("sdk-eve")
-        bob.change_password("n3w")
-        bob.login("sdk-bob", "n3w")
-    admin.change_password("other", "sdk-bob")
-    old = Client(cluster.url, "sdk-bob", "n3w", config_dir=tmp_path, environ={})
+        bob.change_password("n3w-password")
+        bob.login("sdk-bob", "n3w-password")
+    admin.change_password("other-password", "sdk-bob")
+    old = Client(cluster.url, "sdk-bob", "n3w-password", config_dir=tmp_path, environ={})
     with old, pytest.raises(errors.UnauthenticatedError):
         old.whoami()
     assert not admin.deactivate_user("sdk-bob").active
-    inactive = Client(cluster.url, "sdk-bob", "other", config_dir=tmp_path, environ={})
+    inactive = Client(cluster.url, "sdk-bob", "other-password", config_dir=tmp_path, environ={})
     with inactive, pytest.raises(errors.ForbiddenError, match="user is not active"):
         inactive.whoami()
     assert admin.activate_user("sdk-bob").active
-    with Client(cluster.url, "sdk-bob", "other", config_dir=tmp_path, environ={}) as back:
+    with Client(cluster.url, "sdk-bob", "other-password", config_dir=tmp_path, environ={}) as back:
         assert back.whoami().username == "sdk-bob"
 
 

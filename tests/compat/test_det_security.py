@@ -34,7 +34,7 @@ def test_a_locked_out_login_shows_why(det: Det) -> None:
     admin = {"Authorization": f"Bearer {_token(det, 'admin')}"}
     created = httpx.post(
         f"{det.master.url}/api/v1/users",
-        json={"user": {"username": "lockme", "active": True}, "password": "Right-1"},
+        json={"user": {"username": "lockme", "active": True}, "password": "Right-Pass-1"},
         headers=admin,
         timeout=30,
     )
@@ -42,6 +42,6 @@ def test_a_locked_out_login_shows_why(det: Det) -> None:
     for _ in range(5):
         done = det.run("user", "login", "lockme", stdin="wrong\n")
         assert done.returncode != 0, describe(done)
-    done = det.run("user", "login", "lockme", stdin="Right-1\n")
+    done = det.run("user", "login", "lockme", stdin="Right-Pass-1\n")
     assert done.returncode != 0, describe(done)
     assert "too many failed logins" in done.stdout + done.stderr, describe(done)

@@ -113,3 +113,40 @@ def test_revisions_form_one_line() -> None:
     scripts = ScriptDirectory(str(Path(migrate.__file__).parent / "migrations"))
     assert len(scripts.get_heads()) == 1
     assert len(scripts.get_bases()) == 1
+
+
+def _autoincrement_tables(engine: Engine) -> set[str]:
+    """SQLite tables declared ``AUTOINCREMENT`` (their freed ids are never handed out again)."""
+    with engine.connect() as conn:
+        rows = conn.execute(text("select name, sql from sqlite_master where type = 'table'"))
+        return {str(name) for name, sql in rows if "AUTOINCREMENT" in str(sql).upper()}
+
+
+def test_0006_makes_ids_autoincrement_and_keeps_rows_both_ways(engine: Engine) -> None:
+    """0006 rebuilds the integer-id tables as AUTOINCREMENT on SQLite (a no-op on PostgreSQL,
+    whose sequences never go back) and adds login_failures; its downgrade undoes both, rows kept.
+    (``tests/master/test_ids.py`` migrates a database holding rows of every kind.)"""
+    migrate.upgrade(engine, "0005")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into users (id, username, admin, active, remote, modified_at) "
+                "values (7, 'kept', false, true, false, '2026-01-01 00:00:00')"
+            )
+        )
+    migrate.upgrade(engine, "0006")
+    assert "login_failures" in _tables(engine)
+    integer_ids = {
+        table.name
+        for table in Base.metadata.tables.values()
+        if table.dialect_options["sqlite"]["autoincrement"]
+    }
+    assert len(integer_ids) == 11
+    if engine.dialect.name == "sqlite":
+        assert _autoincrement_tables(engine) == integer_ids
+    migrate.downgrade(engine, "0005")
+    assert "login_failures" not in _tables(engine)
+    if engine.dialect.name == "sqlite":
+        assert _autoincrement_tables(engine) == set()
+    with engine.connect() as conn:
+        assert conn.execute(text("select username from users where id = 7")).scalar() == "kept"

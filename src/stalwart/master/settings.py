@@ -38,6 +38,15 @@ class SecuritySettings(_Settings):
         description="Password of the built-in `admin` and `determined` users when they are "
         "first created; empty means no password (Determined's default).",
     )
+    min_password_length: int = Field(
+        default=8,
+        ge=0,
+        description="Fewest characters of a password set through the API (creating a user, "
+        "changing a password); shorter ones, the empty one included, answer 400. A "
+        "client-hashed password's length cannot be seen: only the empty one is refused. Users "
+        "that have no password (the built-in ones with the empty initial password) still log "
+        "in until one is set. 0 turns the check off.",
+    )
     token_lifetime: float = Field(
         default=7 * 24 * 3600,
         gt=0,

@@ -2,7 +2,8 @@
 
 Login is rate limited per (username, client address) by
 :class:`~stalwart.master.services.login_limits.LoginLimiter` (``security.login_max_failures``
-failures within ``security.login_lockout`` seconds, then 429 with ``Retry-After``).
+failures within ``security.login_lockout`` seconds, then 429 with ``Retry-After``); the
+failures are kept in the database, so they hold across restarts and between masters.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _limiter(request: Request, state: MasterState) -> LoginLimiter:
     limiter: LoginLimiter | None = getattr(request.app.state, "login_limiter", None)
     if limiter is None:
         security = state.settings.security
-        limiter = LoginLimiter(security.login_max_failures, security.login_lockout)
+        limiter = LoginLimiter(state.sessions, security.login_max_failures, security.login_lockout)
         request.app.state.login_limiter = limiter
     return limiter
 

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query
 
 from stalwart.errors import InvalidArgumentError
-from stalwart.master.api.deps import CallerDep, SessionDep, get_caller
+from stalwart.master.api.deps import CallerDep, SessionDep, StateDep, get_caller
 from stalwart.master.api.models.common import paginate
 from stalwart.master.api.models.users import (
     AgentUserGroupRequest,
@@ -105,7 +105,9 @@ def get_user_by_username(username: str, session: SessionDep) -> UserResponse:
 
 
 @router.post("/users", response_model=UserResponse)
-def post_user(body: PostUserRequest, caller: CallerDep, session: SessionDep) -> UserResponse:
+def post_user(
+    body: PostUserRequest, caller: CallerDep, session: SessionDep, state: StateDep
+) -> UserResponse:
     """Create a user (PostUser; admins only). A duplicate username is 409."""
     spec = body.user
     new = NewUser(
@@ -118,12 +120,14 @@ def post_user(body: PostUserRequest, caller: CallerDep, session: SessionDep) -> 
         is_hashed=bool(body.is_hashed),
         agent=_agent_link(spec.agent_user_group),
     )
-    return UserResponse(user=user_to_wire(users.create_user(session, caller.user, new)))
+    min_length = state.settings.security.min_password_length
+    user = users.create_user(session, caller.user, new, min_password_length=min_length)
+    return UserResponse(user=user_to_wire(user))
 
 
 @router.patch("/users/{user_id:int}", response_model=UserResponse)
 def patch_user(
-    user_id: int, body: PatchUserRequest, caller: CallerDep, session: SessionDep
+    user_id: int, body: PatchUserRequest, caller: CallerDep, session: SessionDep, state: StateDep
 ) -> UserResponse:
     """Change a user's fields (PatchUser); absent or null fields stay as they are."""
     patch = UserPatch(
@@ -137,7 +141,12 @@ def patch_user(
         agent=_agent_link(body.agent_user_group),
     )
     user = users.patch_user(
-        session, caller.user, user_id, patch, caller_session_id=caller.session_id
+        session,
+        caller.user,
+        user_id,
+        patch,
+        caller_session_id=caller.session_id,
+        min_password_length=state.settings.security.min_password_length,
     )
     return UserResponse(user=user_to_wire(user))
 
@@ -157,6 +166,7 @@ def set_user_password(
     body: Annotated[str | SetUserPasswordRequest, Body()],
     caller: CallerDep,
     session: SessionDep,
+    state: StateDep,
 ) -> UserResponse:
     """Set a user's password (SetUserPassword; admin or the user themself).
 
@@ -174,5 +184,6 @@ def set_user_password(
         password,
         is_hashed=is_hashed,
         caller_session_id=caller.session_id,
+        min_password_length=state.settings.security.min_password_length,
     )
     return UserResponse(user=user_to_wire(user))

@@ -5,6 +5,11 @@ Conventions: state columns hold Determined's enum names without the ``STATE_`` p
 times are timezone-aware UTC; JSON columns hold plain JSON values. Schema changes need an Alembic
 migration in ``stalwart/master/db/migrations/versions`` (``tests/master/test_migrations.py``
 fails when the tables and the migrations disagree).
+
+Ids are never reused: every integer id is ``AUTOINCREMENT`` on SQLite (:data:`NEVER_REUSE_IDS` in
+``__table_args__``; without it SQLite hands out the highest freed id again, so a deleted
+experiment's id would name the next one). PostgreSQL's identities never go back.
+``tests/master/test_ids.py`` checks that every table with an integer id has it.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from sqlalchemy.types import TypeDecorator
 
 __all__ = [
     "LIVE_CONTAINER_STATES",
+    "NEVER_REUSE_IDS",
     "Agent",
     "Allocation",
     "Base",
     "Checkpoint",
     "Container",
     "Experiment",
+    "LoginFailure",
     "MasterMeta",
     "MetricReport",
     "Project",
@@ -64,6 +71,10 @@ NAMING = {
 
 # SQLite needs INTEGER PRIMARY KEY for autoincrement; PostgreSQL gets a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NEVER_REUSE_IDS: dict[str, Any] = {"sqlite_autoincrement": True}
+"""Table options of every table with an integer id: SQLite's ``AUTOINCREMENT`` (ids of deleted
+rows are never handed out again; the highest id given so far is kept in ``sqlite_sequence``)."""
 
 
 def utcnow() -> dt.datetime:
@@ -115,6 +126,7 @@ class User(Base):
     """A person (or the built-in ``admin`` / ``determined``) who can log in."""
 
     __tablename__ = "users"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(255), unique=True)
     display_name: Mapped[str | None] = mapped_column(String(255))
@@ -134,6 +146,7 @@ class UserSession(Base):
     """A login session; only the SHA-256 of its token is stored."""
 
     __tablename__ = "user_sessions"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
@@ -145,6 +158,7 @@ class Workspace(Base):
     """A workspace; workspace 1 "Uncategorized" always exists."""
 
     __tablename__ = "workspaces"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -159,7 +173,7 @@ class WorkspaceRole(Base):
     """A user's role in a workspace (``viewer``, ``member``, ``editor`` or ``admin``)."""
 
     __tablename__ = "workspace_roles"
-    __table_args__ = (UniqueConstraint("workspace_id", "user_id"),)
+    __table_args__ = (UniqueConstraint("workspace_id", "user_id"), NEVER_REUSE_IDS)
     id: Mapped[int] = mapped_column(primary_key=True)
     workspace_id: Mapped[int] = mapped_column(
         ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
@@ -172,7 +186,7 @@ class Project(Base):
     """A project in a workspace; project 1 "Uncategorized" always exists."""
 
     __tablename__ = "projects"
-    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    __table_args__ = (UniqueConstraint("workspace_id", "name"), NEVER_REUSE_IDS)
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
@@ -190,6 +204,7 @@ class Experiment(Base):
     """
 
     __tablename__ = "experiments"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(Text)
@@ -216,6 +231,7 @@ class Trial(Base):
     """A trial: one hyperparameter configuration of an experiment, across its runs."""
 
     __tablename__ = "trials"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[int] = mapped_column(
         ForeignKey("experiments.id", ondelete="CASCADE"), index=True
@@ -318,7 +334,10 @@ class MetricReport(Base):
     """One metrics report of a trial (training, validation or a custom group)."""
 
     __tablename__ = "metric_reports"
-    __table_args__ = (Index("ix_metric_reports_series", "trial_id", "group", "steps_completed"),)
+    __table_args__ = (
+        Index("ix_metric_reports_series", "trial_id", "group", "steps_completed"),
+        NEVER_REUSE_IDS,
+    )
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
     trial_run_id: Mapped[int] = mapped_column(Integer, default=0)
@@ -334,6 +353,7 @@ class StorageBackend(Base):
     """A checkpoint storage config seen in ``runs/start`` (its id is the ``storageId``)."""
 
     __tablename__ = "storage_backends"
+    __table_args__ = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True)
     config_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     config: Mapped[dict[str, Any]] = mapped_column()
@@ -363,7 +383,7 @@ class TaskLog(Base):
     """One line of a task's output."""
 
     __tablename__ = "task_logs"
-    __table_args__ = (Index("ix_task_logs_task", "task_id", "id"),)
+    __table_args__ = (Index("ix_task_logs_task", "task_id", "id"), NEVER_REUSE_IDS)
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     task_id: Mapped[str] = mapped_column(String(128))
     allocation_id: Mapped[str | None] = mapped_column(String(160))
@@ -375,6 +395,23 @@ class TaskLog(Base):
     stdtype: Mapped[str | None] = mapped_column(String(16))
     source: Mapped[str | None] = mapped_column(String(32))
     log: Mapped[str] = mapped_column(Text)
+
+
+class LoginFailure(Base):
+    """One failed login of a username from a client address
+    (:mod:`stalwart.master.services.login_limits`); rows older than the lockout window are
+    deleted."""
+
+    __tablename__ = "login_failures"
+    __table_args__ = (
+        Index("ix_login_failures_key", "username", "address", "failed_at"),
+        NEVER_REUSE_IDS,
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(255))
+    """Lower-cased, as the limits ignore case."""
+    address: Mapped[str] = mapped_column(String(255))
+    failed_at: Mapped[dt.datetime] = mapped_column(index=True)
 
 
 class Agent(Base):

@@ -10,7 +10,6 @@ revokes the user's sessions, and when the user is deactivated or their password 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import secrets
 
@@ -34,11 +33,6 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-@functools.cache
-def _dummy_hash() -> str | None:
-    return hash_password(client_hash(secrets.token_hex(16)))
-
-
 def login(
     session: Session, username: str, password: str, *, is_hashed: bool, lifetime: float
 ) -> tuple[str, User]:
@@ -46,12 +40,16 @@ def login(
 
     Unknown users and wrong passwords are the same 401 ("invalid credentials"); an inactive
     user is 403 "user is not active" (the official client and e2e tests match that text). A
-    stored hash made with older or weaker parameters is replaced by a current one.
+    stored hash made otherwise than today (an older master's scrypt, other argon2id parameters)
+    is replaced by a current one.
+
+    Every attempt runs exactly one password hash: an unknown user and a user without a password
+    are checked against a dummy hash (:func:`verify_password`), so the time a login takes does
+    not tell them from a real account.
     """
     user = session.scalar(select(User).where(User.username == username))
     hashed = password if is_hashed else client_hash(password)
-    # An unknown user costs the same scrypt as a known one: the timing does not tell them apart.
-    stored = user.password_hash if user is not None else _dummy_hash()
+    stored = user.password_hash if user is not None else None
     if not verify_password(hashed, stored) or user is None:
         raise UnauthenticatedError("invalid credentials")
     if not user.active:

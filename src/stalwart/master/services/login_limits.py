@@ -1,64 +1,89 @@
-"""Login rate limiting: failed logins counted per (username, client address).
+"""Login rate limiting: failed logins counted per (username, client address), in the database.
 
 After ``max_failures`` failed logins of one username from one address within ``window``
 seconds, further attempts from that address for that username are refused (429, with the
 seconds to wait) until ``window`` seconds have passed since the failure that reached the limit.
 A successful login clears the count. Other addresses and other usernames are not affected, so
-one client cannot lock a user out everywhere. The counts live in the master's memory (they
-reset on restart) and are bounded: at most :data:`MAX_KEYS` keys, the oldest dropped first.
+one client cannot lock a user out everywhere. Usernames are compared without case.
+
+The failures are rows of ``login_failures`` (one per failed login), so the counts hold across
+master restarts and are shared by every master on the same database. Each call runs in a short
+transaction of its own (not the request's, which a failed login rolls back). Rows older than
+``window`` no longer count: a failure deletes its own key's, and at most once per ``window``
+a master deletes everyone's (best effort: a failed sweep is tried again later). The table stays
+as small as the failures of the last ``window`` seconds.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import math
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable
 
+from sqlalchemy import delete, select
+from sqlalchemy.exc import SQLAlchemyError
+
 from stalwart.errors import TooManyRequestsError
+from stalwart.master.db.engine import SessionFactory
+from stalwart.master.db.tables import LoginFailure
 
-__all__ = ["MAX_KEYS", "LoginLimiter"]
+__all__ = ["LoginLimiter"]
 
-MAX_KEYS = 100_000
-"""The most (username, address) pairs tracked at once."""
+log = logging.getLogger(__name__)
+
+_WIDTH = 255  # the width of login_failures.username and .address
+
+
+def _key(username: str, address: str) -> tuple[str, str]:
+    return username.lower()[:_WIDTH], address[:_WIDTH]
+
+
+def _at(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 class LoginLimiter:
-    """Counts failed logins; thread-safe (login runs in FastAPI's worker threads)."""
+    """Counts failed logins in the database; safe to share between threads and processes.
+
+    ``clock`` gives wall-clock seconds (the rows are compared between processes).
+    """
 
     def __init__(
         self,
+        sessions: SessionFactory,
         max_failures: int,
         window: float,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.sessions = sessions
         self.max_failures = max_failures
         self.window = window
         self._clock = clock
-        self._failures: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
-        times = self._failures.get(key)
-        if times is None:
-            return deque()
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        if not times:
-            del self._failures[key]
-        return times
+        self._last_sweep = -math.inf
+        self._sweep_lock = threading.Lock()
 
     def check(self, username: str, address: str) -> None:
         """TooManyRequestsError when ``username`` from ``address`` is locked out now."""
-        key = (username.lower(), address)
-        with self._lock:
-            now = self._clock()
-            times = self._recent(key, now)
-            if len(times) < self.max_failures:
-                return
-            wait = math.ceil(times[-self.max_failures] + self.window - now)
+        name, addr = _key(username, address)
+        now = self._clock()
+        with self.sessions() as session:
+            recent = session.scalars(
+                select(LoginFailure.failed_at)
+                .where(
+                    LoginFailure.username == name,
+                    LoginFailure.address == addr,
+                    LoginFailure.failed_at > _at(now - self.window),
+                )
+                .order_by(LoginFailure.failed_at.desc())
+                .limit(self.max_failures)
+            ).all()
+        if len(recent) < self.max_failures:
+            return
+        wait = math.ceil(recent[-1].timestamp() + self.window - now)
         raise TooManyRequestsError(
             f"too many failed logins for user '{username}' from this address: try again in "
             f"{max(1, wait)} seconds",
@@ -66,18 +91,43 @@ class LoginLimiter:
         )
 
     def failed(self, username: str, address: str) -> None:
-        """Record a failed login."""
-        key = (username.lower(), address)
-        with self._lock:
-            now = self._clock()
-            times = self._recent(key, now)
-            times.append(now)
-            self._failures[key] = times
-            self._failures.move_to_end(key)
-            while len(self._failures) > MAX_KEYS:
-                self._failures.popitem(last=False)
+        """Record a failed login (and forget this key's failures that left the window)."""
+        name, addr = _key(username, address)
+        now = self._clock()
+        with self.sessions() as session:
+            session.execute(
+                delete(LoginFailure).where(
+                    LoginFailure.username == name,
+                    LoginFailure.address == addr,
+                    LoginFailure.failed_at <= _at(now - self.window),
+                )
+            )
+            session.add(LoginFailure(username=name, address=addr, failed_at=_at(now)))
+            session.commit()
+        self._sweep(now)
 
     def succeeded(self, username: str, address: str) -> None:
         """Forget the failures of ``username`` from ``address``."""
-        with self._lock:
-            self._failures.pop((username.lower(), address), None)
+        name, addr = _key(username, address)
+        with self.sessions() as session:
+            session.execute(
+                delete(LoginFailure).where(
+                    LoginFailure.username == name, LoginFailure.address == addr
+                )
+            )
+            session.commit()
+
+    def _sweep(self, now: float) -> None:
+        """Delete every failure that left the window, at most once per window."""
+        with self._sweep_lock:
+            if now - self._last_sweep < self.window:
+                return
+            self._last_sweep = now
+        try:
+            with self.sessions() as session:
+                session.execute(
+                    delete(LoginFailure).where(LoginFailure.failed_at <= _at(now - self.window))
+                )
+                session.commit()
+        except SQLAlchemyError as exc:  # another master sweeping, a busy database: next time
+            log.debug("sweeping expired login failures failed: %s", exc)

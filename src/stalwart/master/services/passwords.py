@@ -1,24 +1,43 @@
-"""Passwords: Determined's client-side hash, and a slow salted hash for storage.
+"""Passwords: Determined's client-side hash, and a slow salted hash (argon2id) for storage.
 
 The official client sends ``sha512(CLIENT_SALT + password)`` (``""`` stays ``""``) with
 ``isHashed: true``; a plain password (``isHashed: false``) is hashed the same way first. What is
-stored is scrypt of that hex string with a random 16-byte salt (``scrypt$N$r$p$salt$digest``),
-compared in constant time. A stored hash made with other parameters still verifies, and
-:func:`needs_rehash` tells login to replace it with a current one. An empty password matches
-only a user whose stored hash is NULL (Determined's rule).
+stored is argon2id of that hex string (argon2-cffi's PHC string ``$argon2id$v=19$m=...``, a
+random 16-byte salt each), with OWASP's parameters (19 MiB, 2 passes, 1 lane): about as slow
+as the scrypt (N=2^14) it replaces. Hashes of older masters (``scrypt$N$r$p$salt$digest``) still
+verify, and :func:`needs_rehash` tells login to replace them (and argon2id hashes made with
+other parameters) with a current one.
+
+An empty password matches only a user whose stored hash is NULL (Determined's rule).
+:func:`verify_password` does the work of one full hash whatever it is given (an unknown user,
+a user without a password, a remote user's marker), so the time a login takes does not tell
+those apart from a real account (for a user that does not exist, verify against ``None`` and
+refuse whatever the answer).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
 
-__all__ = ["client_hash", "hash_password", "needs_rehash", "verify_password"]
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+__all__ = [
+    "CLIENT_SALT",
+    "client_hash",
+    "hash_password",
+    "needs_rehash",
+    "verify_password",
+]
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"  # part of Determined's wire protocol
-_N, _R, _P = 2**14, 8, 1
+
+_HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
+"""argon2id with OWASP's recommended minimum (m=19 MiB, t=2, p=1)."""
 
 
 def client_hash(password: str) -> str:
@@ -28,40 +47,71 @@ def client_hash(password: str) -> str:
     return hashlib.sha512((CLIENT_SALT + password).encode()).hexdigest()
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def hash_password(hashed: str) -> str | None:
     """The stored form of a client-hashed password; None for the empty password."""
     if hashed == "":
         return None
-    salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(hashed.encode(), salt=salt, n=_N, r=_R, p=_P, dklen=32)
-    return f"scrypt${_N}${_R}${_P}${_b64(salt)}${_b64(digest)}"
+    return _HASHER.hash(hashed)
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash of a random password, verified against when there is nothing real to verify."""
+    return _HASHER.hash(secrets.token_hex(64))
+
+
+def _argon2_verify(stored: str, hashed: str) -> bool:
+    """The one place that runs argon2 to check a password (tests count its calls)."""
+    try:
+        return _HASHER.verify(stored, hashed)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def _scrypt_verify(stored: str, hashed: str) -> bool | None:
+    """``stored`` as an older master's scrypt hash: whether it matches; None if not one."""
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            return None
+        got = hashlib.scrypt(
+            hashed.encode(),
+            salt=base64.b64decode(salt),
+            n=int(n),
+            r=int(r),
+            p=int(p),
+            maxmem=2**27,
+            dklen=32,
+        )
+        return hmac.compare_digest(got, base64.b64decode(digest))
+    except ValueError:
+        return None
 
 
 def verify_password(hashed: str, stored: str | None) -> bool:
-    """Whether client-hashed ``hashed`` matches ``stored`` (constant time)."""
-    if stored is None:
-        return hashed == ""
-    if hashed == "":
-        return False
-    try:
-        scheme, n, r, p, salt, digest = stored.split("$")
-    except ValueError:
-        return False
-    if scheme != "scrypt":
-        return False
-    got = hashlib.scrypt(
-        hashed.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r), p=int(p), dklen=32
-    )
-    return hmac.compare_digest(got, base64.b64decode(digest))
+    """Whether client-hashed ``hashed`` matches ``stored`` (``None``: the user has no password).
+
+    Every call does the work of one full hash, whatever the answer: a user without a password
+    or a remote user's marker is verified against a dummy hash first.
+    """
+    if stored is not None:
+        if stored.startswith("$argon2"):
+            return _argon2_verify(stored, hashed) and hashed != ""
+        legacy = _scrypt_verify(stored, hashed) if hashed != "" else None
+        if legacy is not None:
+            return legacy
+    # Nothing real to check: spend the same time, then answer by Determined's rule.
+    _argon2_verify(_dummy_hash(), hashed or "-")
+    return stored is None and hashed == ""
 
 
 def needs_rehash(stored: str) -> bool:
-    """Whether ``stored`` (a valid scrypt hash) uses parameters other than the current ones."""
+    """Whether ``stored`` is a valid hash made otherwise than today (scrypt, or argon2id with
+    other parameters); False for anything else (e.g. a remote user's marker)."""
+    if stored.startswith("$argon2"):
+        try:
+            return _HASHER.check_needs_rehash(stored)
+        except (InvalidHashError, ValueError):
+            return False
     parts = stored.split("$")
-    if len(parts) != 6 or parts[0] != "scrypt":
-        return False  # not a password hash (e.g. a remote user's marker): leave it
-    return parts[1:4] != [str(_N), str(_R), str(_P)]
+    return len(parts) == 6 and parts[0] == "scrypt"

@@ -14,7 +14,12 @@ answers 403 "user is not active"); a password change ends all of their sessions 
 caller's own current one.
 
 Passwords arrive client-side hashed (``is_hashed``) or plain and are stored through
-:mod:`stalwart.master.services.passwords`. A remote user (password login disabled) stores
+:mod:`stalwart.master.services.passwords`. A password that is set must have at least
+``min_password_length`` characters (``security.min_password_length``; 400 otherwise). The
+length of a client-hashed password cannot be seen, so only the empty one (``""``, which the
+client's hash keeps) is refused there; the official client checks the rest itself. A user
+created without any password has none (as on Determined's master), like the built-in users
+with the empty initial password, until one is set. A remote user (password login disabled) stores
 :data:`NO_PASSWORD_LOGIN`, which no password matches. Every change commits before returning;
 nothing is written when a rule refuses a request.
 """
@@ -42,6 +47,7 @@ from stalwart.master.db.tables import User, UserSession, utcnow
 from stalwart.master.services.passwords import client_hash, hash_password
 
 __all__ = [
+    "MIN_PASSWORD_LENGTH",
     "NO_PASSWORD_LOGIN",
     "AgentLink",
     "NewUser",
@@ -61,6 +67,9 @@ __all__ = [
 
 NO_PASSWORD_LOGIN = "!no-password-login"
 """Stored password hash of a remote user: not a valid hash, so no password ever matches it."""
+
+MIN_PASSWORD_LENGTH = 8
+"""The default of ``security.min_password_length``."""
 
 MAX_NAME_LENGTH = 255  # the width of users.username and users.display_name
 
@@ -293,7 +302,14 @@ def _agent_values(link: AgentLink) -> tuple[int | None, int | None, str | None, 
     return (link.uid, link.gid, user, group)
 
 
-def _stored_password(password: str, *, is_hashed: bool) -> str | None:
+def _stored_password(password: str, *, is_hashed: bool, min_length: int) -> str | None:
+    """The stored hash of a password being set; InvalidArgumentError when it is too short."""
+    too_short = password == "" if is_hashed else len(password) < min_length
+    if too_short and min_length > 0:
+        raise InvalidArgumentError(
+            f"a password must have at least {min_length} characters "
+            "(the master's security.min_password_length)"
+        )
     return hash_password(password if is_hashed else client_hash(password))
 
 
@@ -332,8 +348,18 @@ def _commit(session: Session, username: str) -> None:
 # --- changing ---
 
 
-def create_user(session: Session, caller: User, new: NewUser) -> User:
-    """Create ``new`` (admins only) and commit; returns the stored user."""
+def create_user(
+    session: Session,
+    caller: User,
+    new: NewUser,
+    *,
+    min_password_length: int = MIN_PASSWORD_LENGTH,
+) -> User:
+    """Create ``new`` (admins only) and commit; returns the stored user.
+
+    ``new.password`` empty creates a user without a password; any other must have at least
+    ``min_password_length`` characters.
+    """
     if not caller.admin:
         raise ForbiddenError("only an admin can create users")
     username = _free_username(session, new.username, admin=new.admin, user_id=None, current=None)
@@ -352,7 +378,11 @@ def create_user(session: Session, caller: User, new: NewUser) -> User:
         password_hash=(
             NO_PASSWORD_LOGIN
             if new.remote
-            else _stored_password(new.password, is_hashed=new.is_hashed)
+            else _stored_password(
+                new.password, is_hashed=new.is_hashed, min_length=min_password_length
+            )
+            if new.password
+            else None
         ),
         modified_at=utcnow(),
         agent_uid=uid,
@@ -372,11 +402,13 @@ def patch_user(
     patch: UserPatch,
     *,
     caller_session_id: int | None = None,
+    min_password_length: int = MIN_PASSWORD_LENGTH,
 ) -> User:
     """Apply ``patch`` to user ``user_id`` as ``caller`` and commit; returns the user.
 
     Values equal to the current ones are no-ops. Every rule is checked before anything changes.
-    ``caller_session_id`` is the session kept when callers change their own password.
+    ``caller_session_id`` is the session kept when callers change their own password; a new
+    password must have at least ``min_password_length`` characters (the empty one included).
     """
     target = get_user(session, user_id)
     is_self = caller.id == target.id
@@ -438,7 +470,9 @@ def patch_user(
                 "cannot set a password for a remote user (it signs in through the identity "
                 "provider)"
             )
-        changes["password_hash"] = _stored_password(patch.password, is_hashed=patch.is_hashed)
+        changes["password_hash"] = _stored_password(
+            patch.password, is_hashed=patch.is_hashed, min_length=min_password_length
+        )
 
     if patch.agent is not None:
         need_admin("a user's agent user and group")
@@ -469,10 +503,19 @@ def set_password(
     *,
     is_hashed: bool = False,
     caller_session_id: int | None = None,
+    min_password_length: int = MIN_PASSWORD_LENGTH,
 ) -> User:
-    """Set user ``user_id``'s password (admin, or the user themself) and commit."""
+    """Set user ``user_id``'s password (admin, or the user themself) and commit; it must have
+    at least ``min_password_length`` characters."""
     patch = UserPatch(password=password, is_hashed=is_hashed)
-    return patch_user(session, caller, user_id, patch, caller_session_id=caller_session_id)
+    return patch_user(
+        session,
+        caller,
+        user_id,
+        patch,
+        caller_session_id=caller_session_id,
+        min_password_length=min_password_length,
+    )
 
 
 def set_active_many(
