@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from stalwart._retry import RetriesExhaustedError, RetryPolicy, send_with_retries
 from stalwart.errors import StalwartError
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 _FETCH_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+FETCH_RETRY = RetryPolicy(initial_backoff_s=0.25, max_backoff_s=4.0, deadline_s=60.0)
+"""A master that is stopping or restarting delays a task's start by up to a minute rather
+than failing it."""
 
 
 class ContextError(StalwartError):
@@ -50,14 +54,28 @@ def task_headers(token: str) -> dict[str, str]:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
 
 
-def fetch_context(client: httpx.Client, master_url: str, task_id: str, token: str) -> bytes:
+def fetch_context(
+    client: httpx.Client,
+    master_url: str,
+    task_id: str,
+    token: str,
+    *,
+    retry: RetryPolicy | None = None,
+) -> bytes:
     """The task's model definition as ``.tar.gz`` bytes (``b""`` when it has none).
 
-    Raises ContextError for transport errors, non-200 answers and malformed bodies.
+    Retries as :mod:`stalwart._retry` says (for at most ``retry.deadline_s``). Raises
+    ContextError for transport errors, non-200 answers and malformed bodies.
     """
     url = f"{master_url}/api/v1/tasks/{quote(task_id, safe='')}/context_directory"
     try:
-        resp = client.get(url, headers=task_headers(token), timeout=_FETCH_TIMEOUT)
+        resp = send_with_retries(
+            lambda _attempt: client.get(url, headers=task_headers(token), timeout=_FETCH_TIMEOUT),
+            method="GET",
+            policy=FETCH_RETRY if retry is None else retry,
+        )
+    except RetriesExhaustedError as exc:
+        raise ContextError(f"cannot download the model definition: {exc.problem}") from exc
     except httpx.HTTPError as exc:
         raise ContextError(f"cannot download the model definition: {exc}") from exc
     if resp.status_code != 200:

@@ -9,9 +9,12 @@ definitions) runs in a worker thread so the loop stays responsive to stop reques
 
 Failures:
 
-- master unreachable (transport errors, 5xx, 408, 429, an unreadable answer): containers keep
-  running; the loop retries with backoff (at most ``max_backoff_seconds`` apart), logs once per
-  outage, and the first sync after it reports everything (reattach);
+- master unreachable (transport errors, 5xx, an unreadable answer): containers keep running;
+  the loop retries with the shared backoff of :mod:`stalwart._retry` (0.1 s doubling, at most
+  ``max_backoff_seconds`` apart, at least a 502/503/504's ``Retry-After``: a stopping master
+  says when to come back), logs once per outage, and the first sync after it reports
+  everything (reattach). Unlike a single request, the daemon never gives up, and it rides out
+  every 5xx (a master bug must not stop the agent);
 - 401 / 403: UnauthenticatedError / ForbiddenError (a wrong agent token), fatal;
 - other 4xx: FailedPreconditionError with the master's message, fatal.
 
@@ -37,6 +40,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
+from stalwart._retry import RetryPolicy, describe, retry_after, retryable_response
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
 from stalwart.agent.daemon import Daemon
@@ -64,17 +68,21 @@ _CONTEXT_CACHE = 8
 _CONTEXT_CACHE_BYTES = 256 * 1024 * 1024
 """Model definitions kept per agent: the most recently used experiments', within both caps."""
 FAST_TICK_S = 0.01
-_RETRY_STATUS = frozenset({408, 429})
 
 
 class MasterUnavailableError(Exception):
-    """The master cannot be reached right now; try again later."""
+    """The master cannot be reached right now; try again later (not before ``retry_after``
+    seconds when the master said so)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def _message(resp: httpx.Response) -> str:
     try:
         return str(resp.json().get("message") or resp.text)[:300]
-    except ValueError:
+    except (ValueError, AttributeError):
         return resp.text[:300]
 
 
@@ -93,8 +101,8 @@ async def post_sync(
         )
     except httpx.TransportError as exc:
         raise MasterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
-    if resp.status_code >= 500 or resp.status_code in _RETRY_STATUS:
-        raise MasterUnavailableError(f"HTTP {resp.status_code}: {_message(resp)}")
+    if retryable_response(resp, "POST") or resp.status_code >= 500:
+        raise MasterUnavailableError(describe(resp), retry_after(resp))
     if resp.status_code in (401, 403):
         error = UnauthenticatedError if resp.status_code == 401 else ForbiddenError
         raise error(
@@ -126,7 +134,9 @@ class AgentLoop:
         # The loop's state between steps.
         self._dirty = True  # something to report: the next sync must not long-poll
         self._due = 0.0  # monotonic time of the next sync
-        self._backoff = 0.0
+        self._failures = 0  # failed syncs in a row
+        most = self.settings.max_backoff_seconds
+        self._retry = RetryPolicy(initial_backoff_s=0.1, max_backoff_s=most, max_retry_after_s=most)
         self._outage: float | None = None  # when the current outage began
         self._inflight_wait = 0.0
         self._exits = True  # exits (or, at first, the registration) not yet sent
@@ -214,7 +224,7 @@ class AgentLoop:
         try:
             response = inflight.result()
         except MasterUnavailableError as exc:
-            self._unreachable(str(exc))
+            self._unreachable(str(exc), exc.retry_after)
             return None
         if self._outage is not None:
             log.info(
@@ -223,7 +233,7 @@ class AgentLoop:
                 self._reported,
             )
             self._outage = None
-        self._backoff = 0.0
+        self._failures = 0
         self.syncs += 1
         if self.syncs == 1:
             self._mark_ready()
@@ -259,7 +269,7 @@ class AgentLoop:
         self.ready_file.write_text(f"{self.settings.agent_id}\n", encoding="utf-8")
         log.info("agent %s synced with %s", self.settings.agent_id, self.settings.master_url)
 
-    def _unreachable(self, why: str) -> None:
+    def _unreachable(self, why: str, after: float | None = None) -> None:
         if self._outage is None:
             self._outage = time.monotonic()
             log.warning(
@@ -267,8 +277,9 @@ class AgentLoop:
                 self.settings.master_url,
                 why,
             )
-        self._backoff = min(self.settings.max_backoff_seconds, max(0.1, self._backoff * 2))
-        self._due, self._dirty = time.monotonic() + self._backoff, True
+        wait = self._retry.wait(self._failures, after)
+        self._failures += 1
+        self._due, self._dirty = time.monotonic() + wait, True
         self._exits = self._exits or self._news_inflight  # they may not have arrived
 
 

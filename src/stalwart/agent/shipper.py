@@ -5,8 +5,10 @@ container's allocation token, in batches of at most ``batch_lines``: at least ev
 ``flush_seconds`` while lines arrive, at once on :meth:`LogShipper.kick` or when a queue holds a
 full batch. Queues take turns, one batch each.
 
-Master away (transport errors, 5xx, 408, 429): the batch stays queued and is retried with
-backoff (the queues' bound applies meanwhile); this is logged once per outage. Any other refusal
+Master away (transport errors, 5xx): the batch stays queued and is retried with the shared
+backoff of :mod:`stalwart._retry` (honouring a ``Retry-After``, at most ``max_backoff_seconds``
+apart; the queues' bound applies meanwhile); this is logged once per outage. Batches may be
+posted twice when an answer is lost (log lines are not deduplicated). Any other refusal
 (4xx: a finished allocation, a bad line) drops that batch with a warning.
 """
 
@@ -18,6 +20,7 @@ import time
 
 import httpx
 
+from stalwart._retry import RetryPolicy, describe, retry_after, retryable_response
 from stalwart.agent.context import task_headers
 from stalwart.agent.logs import ContainerLog, Entry, LogContext
 
@@ -25,12 +28,16 @@ __all__ = ["LogShipper"]
 
 log = logging.getLogger(__name__)
 
-_RETRY_STATUS = frozenset({408, 429})
 _POST_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
 class _MasterAwayError(Exception):
-    """The master is away; try the batch again later."""
+    """The master is away; try the batch again later (not before ``retry_after`` seconds when
+    it said so)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LogShipper:
@@ -54,6 +61,9 @@ class LogShipper:
         self.flush_seconds = flush_seconds
         self.buffer_lines = buffer_lines
         self.max_backoff = max_backoff_seconds
+        self._retry = RetryPolicy(
+            max_backoff_s=max_backoff_seconds, max_retry_after_s=max_backoff_seconds
+        )
         self._streams: list[ContainerLog] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -95,7 +105,7 @@ class LogShipper:
         self._thread.join(timeout + 1.0)
 
     def _run(self) -> None:
-        backoff = 0.0
+        failures = 0
         with httpx.Client(timeout=_POST_TIMEOUT) as client:
             while True:
                 if self._stop.is_set() and (
@@ -104,9 +114,10 @@ class LogShipper:
                     return
                 try:
                     more = self._ship_pass(client)
-                    backoff = 0.0
-                except _MasterAwayError:
-                    backoff = min(self.max_backoff, max(0.25, backoff * 2))
+                    failures = 0
+                except _MasterAwayError as away:
+                    backoff = self._retry.wait(failures, away.retry_after)
+                    failures += 1
                     pause = min(backoff, max(0.0, self._deadline - time.monotonic()))
                     if self._stop.is_set():
                         time.sleep(pause)
@@ -148,8 +159,8 @@ class LogShipper:
         except httpx.TransportError as exc:
             self._away(f"{type(exc).__name__}: {exc}")
         else:
-            if resp.status_code >= 500 or resp.status_code in _RETRY_STATUS:
-                self._away(f"HTTP {resp.status_code}")
+            if retryable_response(resp, "POST") or resp.status_code >= 500:
+                self._away(describe(resp), retry_after(resp))
             if resp.status_code != 200:
                 log.warning(
                     "the master refused %d log lines of container %s (HTTP %d: %s); dropped",
@@ -170,8 +181,8 @@ class LogShipper:
             )
         stream.done_through(batch[-1][0])
 
-    def _away(self, why: str) -> None:
+    def _away(self, why: str, after: float | None = None) -> None:
         if self._outage is None:
             self._outage = time.monotonic()
             log.warning("cannot ship logs to %s (%s); buffering and retrying", self.url, why)
-        raise _MasterAwayError(why)
+        raise _MasterAwayError(why, after)

@@ -1,7 +1,8 @@
 """``stalwart master``: run the master (REST API, database, scheduler).
 
 ``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
-Ctrl-C or SIGTERM. It needs the ``master`` extra; the import happens only when it runs.
+Ctrl-C or SIGTERM, then stops cleanly within 5 s (:mod:`stalwart.master.serve`). It needs the
+``master`` extra; the import happens only when it runs.
 ``stalwart master info``, ``stalwart master config`` and ``stalwart master logs`` ask a running
 master instead.
 """
@@ -55,9 +56,7 @@ def master(
     if ctx.invoked_subcommand is not None:
         return
     try:
-        import uvicorn
-
-        from stalwart.master.app import create_app
+        from stalwart.master.serve import serve
         from stalwart.master.settings import load_settings
     except ImportError as exc:
         raise typer.BadParameter(
@@ -69,13 +68,7 @@ def master(
         f"Stalwart master on http://{settings.host}:{settings.port} "
         f"(database: {settings.database_url.split('://', 1)[0]})"
     )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        timeout_graceful_shutdown=5,
-    )
+    serve(settings)  # SIGTERM: a clean stop within 5 s (stalwart.master.stopping)
 
 
 @app.command("info")

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import yaml
 
+from stalwart._retry import RetryPolicy
 from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
@@ -47,7 +48,7 @@ from stalwart.client.models import (
     V1Agent,
     V1User,
 )
-from stalwart.client.session import Progress, Session
+from stalwart.client.session import SDK_RETRY, Progress, Session
 from stalwart.client.trial import Trial
 from stalwart.errors import ConfigError, InvalidArgumentError
 
@@ -92,8 +93,9 @@ class Client:
     ``http://localhost:8080``). ``user`` and ``password``: who to be (see
     :mod:`stalwart.client.session` for how the user and the credentials are chosen when
     omitted). ``config_dir``: where ``auth.json`` caches tokens. ``environ``: the environment
-    to read instead of ``os.environ`` (tests). Use it as a context manager, or call
-    :meth:`close`.
+    to read instead of ``os.environ`` (tests). ``retry``: how long to ride out a master that
+    is away, stopping or restarting (:data:`~stalwart.client.session.SDK_RETRY`: ten seconds;
+    see :mod:`stalwart._retry`). Use it as a context manager, or call :meth:`close`.
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class Client:
         timeout: float = 30.0,
         environ: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy = SDK_RETRY,
     ) -> None:
         env = client_env(environ)
         self.master = canonical_url(master or env.master or DEFAULT_MASTER)
@@ -118,6 +121,7 @@ class Client:
             store=store,
             timeout=timeout,
             transport=transport,
+            retry=retry,
         )
 
     def __enter__(self) -> Client:

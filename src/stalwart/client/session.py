@@ -7,6 +7,11 @@ Contract:
 - Credentials: a password given explicitly always logs in afresh on the first request.
   Otherwise the cached token is used; a 401 on a cached token drops it and logs in once with
   the known password (the environment's, else empty), then retries the request.
+- Retries follow :mod:`stalwart._retry` with :data:`SDK_RETRY` (ten seconds: long enough to
+  ride out a master's stop and restart, short enough for a person at a prompt), without
+  ``retry_unsafe``: a POST or PATCH is sent again only when it never reached the master
+  (refused connection), so an experiment is never created twice. 502/503/504 answers to
+  GET, PUT and DELETE and broken connections of those are retried too.
 - Every error answer becomes the matching StalwartError (:mod:`stalwart.client.errors`);
   a master that does not answer is :class:`~stalwart.client.errors.MasterUnreachableError`.
 - Streams (:meth:`Session.stream`) yield each line's ``result``; an in-band error line raises.
@@ -24,6 +29,7 @@ import httpx
 from pydantic import BaseModel
 
 from stalwart import __version__
+from stalwart._retry import RetriesExhaustedError, RetryPolicy, send_with_retries
 from stalwart.client.auth import DEFAULT_USER, ClientEnv, TokenStore, salt_and_hash
 from stalwart.client.errors import (
     MasterUnreachableError,
@@ -33,7 +39,7 @@ from stalwart.client.errors import (
 from stalwart.client.models import LoginResponse, V1User
 from stalwart.errors import StalwartError, UnauthenticatedError
 
-__all__ = ["Progress", "Session"]
+__all__ = ["SDK_RETRY", "Progress", "Session"]
 
 M = TypeVar("M", bound=BaseModel)
 Params = Mapping[str, Any]
@@ -41,6 +47,9 @@ Progress = Callable[[int, int], None]
 """``progress(done, total)`` in bytes, called as an upload or download advances."""
 
 _CHUNK = 256 * 1024
+
+SDK_RETRY = RetryPolicy(initial_backoff_s=0.25, max_backoff_s=2.0, deadline_s=10.0)
+"""The SDK's and the CLI's retries (see the module contract)."""
 
 
 class Session:
@@ -56,8 +65,10 @@ class Session:
         store: TokenStore,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy = SDK_RETRY,
     ) -> None:
         self.master = master
+        self.retry = retry
         self.store = store
         self.user = user or env.user or store.active_user(master) or DEFAULT_USER
         self._fresh_login = password is not None
@@ -149,23 +160,33 @@ class Session:
             headers["Content-Type"] = "application/json"
             if length is not None:
                 headers["Content-Length"] = str(length)
-        request = self._http.build_request(
-            method,
-            path,
-            params=dict(params) if params else None,
-            json=json_body,
-            content=content() if content is not None else None,
-            headers=headers,
-            timeout=timeout or self._timeout,
-        )
-        try:
+
+        def send(_attempt: int) -> httpx.Response:
+            request = self._http.build_request(
+                method,
+                path,
+                params=dict(params) if params else None,
+                json=json_body,
+                content=content() if content is not None else None,
+                headers=headers,
+                timeout=timeout or self._timeout,
+            )
             return self._http.send(request, stream=stream)
+
+        try:
+            return send_with_retries(send, method=method, policy=self.retry, retry_unsafe=False)
+        except RetriesExhaustedError as exc:
+            if exc.response is not None:  # the master's own word (e.g. 503: it is stopping)
+                return exc.response
+            problem = exc.problem
+            cause: BaseException = exc
         except httpx.TransportError as exc:
-            raise MasterUnreachableError(
-                f"cannot reach the master at {self.master} ({type(exc).__name__}: {exc})",
-                hint="start one with `stalwart up`, or point at yours with "
-                "`stalwart -m URL` or STALWART_MASTER",
-            ) from exc
+            problem, cause = f"{type(exc).__name__}: {exc}", exc
+        raise MasterUnreachableError(
+            f"cannot reach the master at {self.master} ({problem})",
+            hint="start one with `stalwart up`, or point at yours with "
+            "`stalwart -m URL` or STALWART_MASTER",
+        ) from cause
 
     def _error(
         self, response: httpx.Response, method: str, path: str, *, user: str | None = None

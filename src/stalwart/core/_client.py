@@ -4,9 +4,10 @@ Contract:
 
 - Every request carries the allocation token as ``Grpc-Metadata-x-allocation-token: Bearer
   <token>`` (wire doc 1.4) and a JSON body encoded by :mod:`stalwart.core._json`.
-- Connection, read and protocol errors and HTTP 502/503/504 are retried with capped exponential
-  backoff until the request's deadline (:class:`RetryPolicy`, default five minutes: the master
-  may be restarting). Every method is retried, so a request the master did apply may be sent
+- Connection, read and protocol errors and HTTP 502/503/504 (honouring ``Retry-After``) are
+  retried with capped exponential backoff until the request's deadline, by the shared
+  :mod:`stalwart._retry` (:class:`RetryPolicy`, default five minutes: the master may be
+  stopping or restarting). Every method is retried, so a request the master did apply may be sent
   again: the callers' requests are idempotent (checkpoint reports, progress, acks), and a
   retry carries :data:`RETRY_HEADER`, with which the master stores a metrics batch's reports
   only where they are not stored yet (so a batch whose answer was lost is stored once).
@@ -23,20 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import socket
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from stalwart import errors
+from stalwart._retry import (
+    RETRY_HEADER,
+    RETRY_STATUSES,
+    RetriesExhaustedError,
+    RetryPolicy,
+    send_with_retries,
+)
 from stalwart.core._json import dumps, jsonable
 
 __all__ = [
+    "RETRY_HEADER",
     "RETRY_STATUSES",
     "MasterAPIError",
     "MasterUnreachableError",
@@ -47,16 +54,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("stalwart.core")
-
-RETRY_STATUSES = frozenset({502, 503, 504})
-"""Statuses a proxy or a restarting master answers: retried like a refused connection."""
-
-_RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-
-RETRY_HEADER = "X-Stalwart-Retry"
-"""Sent with every retry of a request (its value: the attempt, from 1). The master stores a
-retried metrics batch only where it is not stored already (an earlier attempt may have been
-stored and its answer lost)."""
 
 
 class MasterAPIError(errors.StalwartError):
@@ -88,24 +85,6 @@ class SessionClosedError(errors.StalwartError):
     """The session was closed while a request waited or was in flight."""
 
     code = "session_closed"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to keep trying an unreachable master.
-
-    The n-th wait (from 0) is ``min(max_backoff_s, initial_backoff_s * 2**n)`` plus up to 10 %
-    jitter; a request gives up when the next wait would end past ``deadline_s`` after its start.
-    """
-
-    initial_backoff_s: float = 0.25
-    max_backoff_s: float = 8.0
-    deadline_s: float = 300.0
-
-    def backoff(self, attempt: int) -> float:
-        """The wait before retry number ``attempt + 1``."""
-        base = min(self.max_backoff_s, self.initial_backoff_s * (2.0 ** min(attempt, 32)))
-        return base * (1.0 + random.uniform(0.0, 0.1))
 
 
 def _message(resp: httpx.Response) -> str:
@@ -244,14 +223,15 @@ class Session:
             content = dumps(jsonable(body, "request body"))
         headers = {"Content-Type": "application/json"} if content is not None else {}
         give_up = time.monotonic() + self.retry.deadline_s if deadline is None else deadline
-        attempt = 0
-        while True:
+        closed = f"{method} {path}: the session is closed"
+
+        def send(attempt: int) -> httpx.Response:
             if self._closed.is_set():
-                raise SessionClosedError(f"{method} {path}: the session is closed")
+                raise SessionClosedError(closed)
             if attempt:  # the master may have done an earlier attempt whose answer was lost
                 headers[RETRY_HEADER] = str(attempt)
             try:
-                resp = self._client.request(
+                return self._client.request(
                     method,
                     path,
                     content=content,
@@ -260,33 +240,34 @@ class Session:
                     timeout=self.timeout_s if timeout_s is None else timeout_s,
                     extensions={"trace": self._trace},
                 )
-            except _RETRY_ERRORS as exc:
+            except (httpx.TransportError, RuntimeError) as exc:
+                # RuntimeError: httpx's "Cannot send a request, as the client has been closed"
+                # when close() raced with this request.
                 if self._closed.is_set():
-                    raise SessionClosedError(f"{method} {path}: the session is closed") from exc
-                problem = f"{type(exc).__name__}: {exc}"
-            except RuntimeError as exc:  # httpx: "Cannot send a request, as the client has been
-                # closed" when close() raced with this request.
-                if self._closed.is_set():
-                    raise SessionClosedError(f"{method} {path}: the session is closed") from exc
+                    raise SessionClosedError(closed) from exc
                 raise
-            else:
-                if resp.status_code not in RETRY_STATUSES:
-                    if resp.status_code >= 400:
-                        raise error_from_response(resp)
-                    return resp
-                problem = f"HTTP {resp.status_code}: {_message(resp)}"
-            wait = self.retry.backoff(attempt)
-            if time.monotonic() + wait > give_up:
-                raise MasterUnreachableError(
-                    f"the master at {self.master_url} did not answer {method} {path} in time "
-                    f"({attempt + 1} attempts; last: {problem})",
-                    hint="check that the master is running and reachable from the task",
-                )
+
+        def wait(seconds: float) -> None:
+            if self._closed.wait(seconds):
+                raise SessionClosedError(closed)
+
+        def first(attempt: int, problem: str) -> None:
             if attempt == 0:
                 logger.warning("master unreachable for %s %s (%s); retrying", method, path, problem)
-            attempt += 1
-            if self._closed.wait(wait):
-                raise SessionClosedError(f"{method} {path}: the session is closed")
+
+        try:
+            resp = send_with_retries(
+                send, method=method, policy=self.retry, deadline=give_up, sleep=wait, on_retry=first
+            )
+        except RetriesExhaustedError as exc:
+            raise MasterUnreachableError(
+                f"the master at {self.master_url} did not answer {method} {path} in time "
+                f"({exc.attempts} attempts; last: {exc.problem})",
+                hint="check that the master is running and reachable from the task",
+            ) from exc
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp
 
     def get(self, path: str, *, params: dict[str, str] | None = None, **kw: Any) -> Any:
         """GET; the decoded JSON body (``{}`` when empty)."""

@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from stalwart._retry import RetriesExhaustedError, RetryPolicy, send_with_retries
 from stalwart.agent.context import fetch_context, task_headers
 from stalwart.agent.logs import LogContext
 from stalwart.agent.protocol import TaskSpec
@@ -92,7 +93,8 @@ RENDEZVOUS_TIMEOUT_S = 600.0
 KILL_GRACE_S = 10.0
 """After the SIGINT of a task the master is killing, how long before SIGKILL."""
 _HIDDEN_VARS = (TOKEN_FILE_VAR,)
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+START_DEADLINE_S = 60.0
+"""How long a node keeps asking a master that is away (stopping, restarting) to start."""
 _TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 log = logging.getLogger("stalwart.hpc.task")
@@ -153,19 +155,18 @@ def _start(
 
 
 def _post(client: httpx.Client, url: str, token: str, body: dict[str, object]) -> httpx.Response:
-    """POST with a few retries while the master is away (5xx, transport errors)."""
-    last: Exception | None = None
-    for attempt in range(6):
-        try:
-            response = client.post(url, json=body, headers=task_headers(token))
-        except httpx.TransportError as exc:
-            last = exc
-        else:
-            if response.status_code not in _RETRY_STATUS:
-                return response
-            last = LaunchError(f"{url}: HTTP {response.status_code}")
-        threading.Event().wait(min(8.0, 0.5 * 2**attempt))
-    raise LaunchError(f"the master at {url} did not answer: {last}")
+    """POST while the master is away (the shared policy of :mod:`stalwart._retry`, for at most
+    :data:`START_DEADLINE_S`); both calls may be repeated: ``batch/start`` answers a rank
+    that started its spec again, and the first ``batch/exit`` of a rank wins."""
+    policy = RetryPolicy(initial_backoff_s=0.5, deadline_s=START_DEADLINE_S)
+    try:
+        return send_with_retries(
+            lambda _attempt: client.post(url, json=body, headers=task_headers(token)),
+            method="POST",
+            policy=policy,
+        )
+    except RetriesExhaustedError as exc:
+        raise LaunchError(f"the master at {url} did not answer: {exc.problem}") from exc
 
 
 def run_task(environ: Mapping[str, str]) -> int:

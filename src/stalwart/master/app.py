@@ -3,6 +3,10 @@
 Nothing happens at import time. The lifespan opens the database, runs the migrations, creates the
 built-in users and workspace, binds the in-process buses and attaches the master's log ring (the
 records behind ``/api/v1/master/logs``) to the root logger; it disposes of the engine on exit.
+
+The app's :class:`~stalwart.master.stopping.StopGate` (``app.state.stop_gate``) is begun by the
+server on SIGTERM (:mod:`stalwart.master.serve`), else by the lifespan as it ends: new requests
+get 503, waits end, requests in flight get a short grace (see :mod:`stalwart.master.stopping`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.logs import install_log_wakeups
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
+from stalwart.master.stopping import StopGate, StopMiddleware
 from stalwart.master.transitions import install_event_publisher
 from stalwart.master.ui import mount_ui
 
@@ -107,10 +112,15 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     API tests that drive state by hand turn it off.
     """
 
+    gate = StopGate()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = open_state(settings)
         state.notifier.bind(asyncio.get_running_loop())
+        gate.on_stop(state.notifier.close)  # long-polls answer, follows end
+        gate.on_stop(state.log_ring.stop_followers)
+        gate.bind(asyncio.get_running_loop())
         app.state.master = state
         with state.log_ring.attached():
             log.info(
@@ -127,6 +137,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
             try:
                 yield
             finally:
+                gate.begin()  # when the server did not (tests, an embedding server)
                 if loop is not None:
                     loop.stop()
                 state.rm.close()
@@ -139,8 +150,10 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         description="Stalwart's REST API, in Determined's v1 dialect.",
         lifespan=lifespan,
     )
+    app.state.stop_gate = gate
     install_error_handlers(app)
     app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(StopMiddleware, gate=gate)  # outermost: a stop answers before anything
     app.include_router(info.info_router)
     for module in (
         info,

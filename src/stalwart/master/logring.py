@@ -74,6 +74,7 @@ class LogRing(logging.Handler):
         self._last_id = 0
         self._guard = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._stopped = False
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -124,14 +125,32 @@ class LogRing(logging.Handler):
         """Entries newer than ``entry_id`` (at most ``limit`` when > 0), oldest first."""
         return self.read(max(entry_id, 0), limit)
 
+    @property
+    def followers_stopped(self) -> bool:
+        """Whether :meth:`stop_followers` was called (the master is stopping)."""
+        return self._stopped
+
+    def stop_followers(self) -> None:
+        """Wake every :meth:`wait_after` now; later ones return at once (the master stops and
+        follows end)."""
+        with self._guard:
+            self._stopped = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            with suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+
     async def wait_after(self, entry_id: int, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until an entry newer than ``entry_id`` exists;
-        True then, False on timeout. Never misses an entry appended while it registers."""
+        True then, False on timeout or once followers are stopped. Never misses an entry
+        appended while it registers."""
         event = asyncio.Event()
         waiter = (asyncio.get_running_loop(), event)
         with self._guard:
             if self._last_id > entry_id:
                 return True
+            if self._stopped:
+                return False
             self._waiters.append(waiter)
         try:
             await asyncio.wait_for(event.wait(), timeout)

@@ -46,12 +46,30 @@ class Notifier:
     ``notify`` may be called from any thread; ``wait`` returns True when notified and False on
     timeout. A notification before ``wait`` is not remembered: callers re-read state after
     waking and before waiting again.
+
+    :meth:`close` (the master is stopping, in the event loop) wakes every wait, and every later
+    wait returns at once as on a timeout: long-polls answer what they have, and loops that
+    wait again (log follows, the preemption long-poll) check :attr:`closed` and end.
     """
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (the master is stopping)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Wake every wait now and end every later one at once (call in the event loop)."""
+        self._closed = True
+        with self._lock:
+            events = [event for waiting in self._waiters.values() for event in waiting]
+        for event in events:
+            event.set()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Attach to the server's event loop (done by the app's lifespan)."""
@@ -84,7 +102,7 @@ class Notifier:
         with self._listening(keys) as event:
             while not done():
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self._closed:
                     return False
                 event.clear()
                 with contextlib.suppress(TimeoutError):
@@ -93,12 +111,14 @@ class Notifier:
 
     async def wait_any(self, keys: list[str], timeout: float) -> bool:
         """Like :meth:`wait`, woken by a notification of any of ``keys``."""
+        if self._closed:
+            return False
         with self._listening(keys) as event:
             try:
                 await asyncio.wait_for(event.wait(), timeout)
             except TimeoutError:
                 return False
-            return True
+            return not self._closed
 
     def listeners(self, key: str) -> int:
         """How many waits listen on ``key`` now (for tests and diagnostics)."""

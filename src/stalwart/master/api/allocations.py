@@ -119,7 +119,7 @@ async def get_preemption_signal(
     wanted = timeout_seconds if timeout_seconds is not None else timeout_camel
     deadline = time.monotonic() + min(max(wanted or 0, 0), MAX_LONG_POLL_S)
     key = allocation_key(allocation_id)
-    while (remaining := deadline - time.monotonic()) > 0:
+    while (remaining := deadline - time.monotonic()) > 0 and not state.notifier.closed:
         await long_poll(request, state.notifier, [key], min(remaining, RECHECK_S))
         if await run_in_threadpool(_read_flag, state, allocation_id):
             return PreemptionSignalResponse(preempt=True)

@@ -127,13 +127,22 @@ def _check_paging(limit: int, follow: bool, order_by: str | None, enable_regex: 
     return order_by == "ORDER_BY_DESC"
 
 
+_STOPPING = "the master is stopping; follow again once it is back"
+
+
 async def _ndjson(
-    items: AsyncGenerator[T, None], render: Callable[[T], WireModel]
+    items: AsyncGenerator[T, None],
+    render: Callable[[T], WireModel],
+    cut: Callable[[], bool] = lambda: False,
 ) -> AsyncIterator[bytes]:
+    """The NDJSON lines of ``items``; a follow the master's stop ended (``cut()`` once the items
+    end) gets a last in-band 503 line, so the reader knows it was cut, not complete."""
     async with aclosing(items) as stream:
         try:
             async for item in stream:
                 yield result_line(render(item))
+            if cut():
+                yield stream_error_line(503, 14, _STOPPING)
         except StalwartError as exc:
             http, grpc, _ = status_of(exc)
             yield stream_error_line(http, grpc, str(exc))
@@ -185,7 +194,7 @@ def _logs_response(
         def render(record: service.LogRecord) -> WireModel:
             return plain(dataclasses.replace(record, log=redact_text(record.log, secrets)))
 
-    return _stream(_ndjson(records, render))
+    return _stream(_ndjson(records, render, lambda: follow and state.notifier.closed))
 
 
 def _task_secrets(state: MasterState, task_id: str) -> list[str]:
@@ -327,7 +336,8 @@ def trial_logs_fields(
         is_terminal=partial(service.trial_terminal, trial_id=trial_id),
         follow=follow,
     )
-    return _stream(_ndjson(fields, TrialLogsFieldsResponse.model_validate))
+    cut = lambda: follow and state.notifier.closed  # noqa: E731
+    return _stream(_ndjson(fields, TrialLogsFieldsResponse.model_validate, cut))
 
 
 @router.get("/tasks/{task_id}/logs/fields")
@@ -346,7 +356,8 @@ def task_logs_fields(
         is_terminal=partial(service.task_terminal, task_id=task_id),
         follow=follow,
     )
-    return _stream(_ndjson(fields, TaskLogsFieldsResponse.model_validate))
+    cut = lambda: follow and state.notifier.closed  # noqa: E731
+    return _stream(_ndjson(fields, TaskLogsFieldsResponse.model_validate, cut))
 
 
 async def _master_log_entries(
@@ -359,7 +370,7 @@ async def _master_log_entries(
         yield entry
     sent = len(entries)
     cursor = entries[-1].id if entries else max(offset, 0)
-    while follow and (limit == 0 or sent < limit):
+    while follow and (limit == 0 or sent < limit) and not ring.followers_stopped:
         batch = ring.after(
             cursor, MASTER_LOGS_PAGE if limit == 0 else min(MASTER_LOGS_PAGE, limit - sent)
         )
@@ -384,10 +395,11 @@ def master_logs(
 
     ``offset`` skips that many records from the first the master logged; a negative one keeps
     the last ``-offset`` (``--tail``). ``limit``: at most that many (0 = all). ``follow``: then
-    every new record, until ``limit`` is reached or the client leaves.
+    every new record, until ``limit`` is reached, the client leaves or the master stops.
     """
     session.close()  # authenticated; the ring is in memory
     if limit < 0:
         raise InvalidArgumentError("limit must not be negative")
     entries = _master_log_entries(state.log_ring, offset, limit, follow)
-    return _stream(_ndjson(entries, master_log_to_wire))
+    ring = state.log_ring
+    return _stream(_ndjson(entries, master_log_to_wire, lambda: follow and ring.followers_stopped))

@@ -417,7 +417,7 @@ async def stream_logs(
                 newest = rows[-1].id
             if len(rows) < page_size:
                 break
-        if terminal:
+        if terminal or notifier.closed:  # closed: the master is stopping
             return
         await notifier.wait(key, recheck)
 
@@ -440,7 +440,7 @@ async def stream_fields(
     terminal, fields = await anyio.to_thread.run_sync(lambda: _read_with(sessions, read))
     yield fields
     key = task_logs_key(task_id)
-    while follow and not terminal:
+    while follow and not terminal and not notifier.closed:  # closed: the master is stopping
         await notifier.wait(key, recheck)
         terminal, latest = await anyio.to_thread.run_sync(lambda: _read_with(sessions, read))
         if latest != fields:
