@@ -248,7 +248,7 @@ def test_two_containers_meet_without_ssh(tmp_path: Path) -> None:
         for launcher in launchers:
             if launcher.poll() is None:
                 launcher.kill()
-                launcher.wait()
+                launcher.communicate()  # reaps it and closes its pipes
     for launcher, (out, err) in zip(launchers, outputs, strict=True):
         assert launcher.returncode == 0, out + err
     lines = [line for out, _ in outputs for line in out.splitlines() if "ranks" in line]
