@@ -76,6 +76,12 @@ class Limits(_Settings):
         default=4 * 1024 * 1024, ge=1, description="Largest metrics report."
     )
     max_log_batch: int = Field(default=10_000, ge=1, description="Most log lines in one post.")
+    max_log_line_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="Longest log line stored (UTF-8 bytes); a longer line is stored cut to this "
+        "length, with a marker saying how long it was.",
+    )
 
 
 class ClusterSettings(_Settings):

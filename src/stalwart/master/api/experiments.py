@@ -48,8 +48,8 @@ def _pool_of_text(config_text: str) -> str:
     """``resources.resource_pool`` of an experiment's YAML text; ``default`` when unset or when
     the text does not parse (experiment creation then reports what is wrong with it)."""
     try:
-        data = yaml.safe_load(config_text)
-    except yaml.YAMLError:
+        data = yaml.safe_load(config_text)  # no alias expansion here; parse_yaml bounds it
+    except (yaml.YAMLError, RecursionError):
         return "default"
     resources = data.get("resources") if isinstance(data, Mapping) else None
     if isinstance(resources, Mapping):
