@@ -34,6 +34,7 @@ from stalwart.master.api import (
     users,
     workspace_roles,
 )
+from stalwart.master.api.browser import SecurityHeadersMiddleware
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
 from stalwart.master.cluster.loop import ClusterLoop
@@ -141,6 +142,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     )
     install_error_handlers(app)
     app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)
     app.include_router(info.info_router)
     for module in (
         info,
