@@ -1,7 +1,9 @@
 """``stalwart master``: run the master (REST API, database, scheduler).
 
-``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
-Ctrl-C or SIGTERM. It needs the ``master`` extra; the import happens only when it runs.
+``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]
+[--tls-cert FILE --tls-key FILE]`` serves until Ctrl-C or SIGTERM (HTTPS with a certificate;
+proxy headers only from ``http.trusted_proxies``: :mod:`stalwart.master.serving`). It needs the
+``master`` extra; the import happens only when it runs.
 ``stalwart master info``, ``stalwart master config`` and ``stalwart master logs`` ask a running
 master instead.
 """
@@ -50,6 +52,10 @@ def master(
     home: Annotated[
         Path | None, typer.Option(help="State directory (default ~/.stalwart).")
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="PEM certificate: serve HTTPS (with --tls-key).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
 ) -> None:
     """Run the master (when no subcommand is given)."""
     if ctx.invoked_subcommand is not None:
@@ -58,15 +64,20 @@ def master(
         import uvicorn
 
         from stalwart.master.app import create_app
+        from stalwart.master.serving import master_url, uvicorn_options
         from stalwart.master.settings import load_settings
     except ImportError as exc:
         raise typer.BadParameter(
             f"the master needs its extra: pip install 'stalwart[master]' ({exc.name} missing)"
         ) from exc
-    settings = load_settings(config, overrides={"host": host, "port": port, "db": db, "home": home})
+    tls = {k: v for k, v in (("tls_cert", tls_cert), ("tls_key", tls_key)) if v is not None}
+    settings = load_settings(
+        config,
+        overrides={"host": host, "port": port, "db": db, "home": home, "http": tls or None},
+    )
     _configure_logging()
     typer.echo(
-        f"Stalwart master on http://{settings.host}:{settings.port} "
+        f"Stalwart master on {master_url(settings)} "
         f"(database: {settings.database_url.split('://', 1)[0]})"
     )
     uvicorn.run(
@@ -75,6 +86,7 @@ def master(
         port=settings.port,
         log_level="warning",
         timeout_graceful_shutdown=5,
+        **uvicorn_options(settings),
     )
 
 
