@@ -3,7 +3,11 @@ config and log line the API returns, while tasks still get the real values."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import io
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +206,33 @@ def test_redact_yaml_skips_parsing_only_where_no_secret_can_hide() -> None:
     assert MASK in redact_yaml(spelled)
     keyed = "checkpoint_storage:\n  type: s3\n  Secret-Key: hunter2\n"
     assert "hunter2" not in redact_yaml(keyed)
+
+
+def test_the_model_definition_served_masks_the_config_file(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    """The det CLI uploads the experiment's directory, config file included (issue 20)."""
+    files = [
+        {"path": "train.py", "type": 48, "content": base64.b64encode(b"print(1)\n").decode()},
+        {"path": "const.yaml", "type": 48, "content": base64.b64encode(CONFIG.encode()).decode()},
+    ]
+    created = client.post(
+        "/api/v1/experiments",
+        json={"activate": False, "config": CONFIG, "modelDefinition": files},
+        headers=admin,
+    )
+    assert created.status_code == 200, created.text
+    experiment_id = created.json()["experiment"]["id"]
+    resp = client.get(f"/api/v1/experiments/{experiment_id}/model_def", headers=admin)
+    assert resp.status_code == 200, resp.text
+    blob = base64.b64decode(resp.json()["b64Tgz"])
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        contents = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert contents["train.py"] == "print(1)\n"
+    _assert_clean(contents["const.yaml"])
+    assert f"password: {MASK}" in contents["const.yaml"]
+    assert "bucket: my-bucket" in contents["const.yaml"]
+    with state_of(client).sessions() as session:  # tasks get the files as uploaded
+        stored = session.get(Experiment, experiment_id)
+        assert stored is not None
+        assert SECRETS["secret"].encode() in gzip.decompress(stored.model_definition or b"")

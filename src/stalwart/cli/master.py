@@ -1,7 +1,9 @@
 """``stalwart master``: run the master (REST API, database, scheduler).
 
-``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]`` serves until
-Ctrl-C or SIGTERM, then stops cleanly within 5 s (:mod:`stalwart.master.serve`). It needs the
+``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]
+[--tls-cert FILE --tls-key FILE]`` serves until Ctrl-C or SIGTERM, then stops cleanly within
+5 s (HTTPS with a certificate; proxy headers only from ``http.trusted_proxies``:
+:mod:`stalwart.master.serve`). It needs the
 ``master`` extra; the import happens only when it runs.
 ``stalwart master info``, ``stalwart master config`` and ``stalwart master logs`` ask a running
 master instead.
@@ -51,21 +53,29 @@ def master(
     home: Annotated[
         Path | None, typer.Option(help="State directory (default ~/.stalwart).")
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="PEM certificate: serve HTTPS (with --tls-key).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
 ) -> None:
     """Run the master (when no subcommand is given)."""
     if ctx.invoked_subcommand is not None:
         return
     try:
-        from stalwart.master.serve import serve
+        from stalwart.master.serve import master_url, serve
         from stalwart.master.settings import load_settings
     except ImportError as exc:
         raise typer.BadParameter(
             f"the master needs its extra: pip install 'stalwart[master]' ({exc.name} missing)"
         ) from exc
-    settings = load_settings(config, overrides={"host": host, "port": port, "db": db, "home": home})
+    tls = {k: v for k, v in (("tls_cert", tls_cert), ("tls_key", tls_key)) if v is not None}
+    settings = load_settings(
+        config,
+        overrides={"host": host, "port": port, "db": db, "home": home, "http": tls or None},
+    )
     _configure_logging()
     typer.echo(
-        f"Stalwart master on http://{settings.host}:{settings.port} "
+        f"Stalwart master on {master_url(settings)} "
         f"(database: {settings.database_url.split('://', 1)[0]})"
     )
     serve(settings)  # SIGTERM: a clean stop within 5 s (stalwart.master.stopping)

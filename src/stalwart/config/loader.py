@@ -4,6 +4,10 @@
 (``("searcher", "max_trials")``, ``("bind_mounts", 0)``) to 1-based line numbers, so validation
 messages can say ``<config>.searcher.max_trials (line 12)``. YAML syntax errors and duplicate keys
 are reported as :class:`~stalwart.errors.ConfigError` with their line.
+
+Hostile input is refused as a ConfigError too, before it costs memory or time: aliases that
+expand past :data:`ALIAS_EXPANSION_BUDGET` nodes (a "billion laughs" document is a few hundred
+bytes that expand to billions of nodes) and nesting deeper than :data:`MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,32 @@ import yaml
 
 from stalwart.errors import ConfigError
 
-__all__ = ["DataPath", "LineMap", "ParsedDocument", "format_path", "parse_yaml", "read_yaml"]
+__all__ = [
+    "ALIAS_EXPANSION_BUDGET",
+    "MAX_DEPTH",
+    "DataPath",
+    "LineMap",
+    "ParsedDocument",
+    "format_path",
+    "parse_yaml",
+    "read_yaml",
+]
+
+ALIAS_EXPANSION_BUDGET = 10_000
+"""The most nodes that aliases (``*name``) may add to a document once expanded. A config
+reuses a few anchored blocks (a few hundred nodes); past this it is refused."""
+
+MAX_DEPTH = 200
+"""The deepest nesting of mappings and lists a config may have."""
+
+_ALIAS_BUDGET_PROBLEM = (
+    "its aliases (*name) expand to more than {budget} nodes: a config that size is refused "
+    '(it may be a "billion laughs" document); write the repeated blocks out, or reuse fewer'
+)
+_DEPTH_PROBLEM = (
+    "nested more than {depth} levels deep (mappings and lists inside each other); "
+    "flatten the config"
+)
 
 DataPath = tuple[str | int, ...]
 """A path into parsed YAML data: mapping keys and list indices."""
@@ -68,9 +97,35 @@ def _scalar_key(node: yaml.Node) -> str:
     return value
 
 
+class _Walk:
+    """Counts the nodes a walk visits (aliases expanded) against the budget."""
+
+    def __init__(self) -> None:
+        self.visits = 0
+        self.distinct: set[int] = set()
+
+    def visit(self, node: yaml.Node, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise _RefusedError(_DEPTH_PROBLEM.format(depth=MAX_DEPTH))
+        self.visits += 1
+        self.distinct.add(id(node))
+        if self.visits - len(self.distinct) > ALIAS_EXPANSION_BUDGET:
+            raise _RefusedError(_ALIAS_BUDGET_PROBLEM.format(budget=ALIAS_EXPANSION_BUDGET))
+
+
+class _RefusedError(Exception):
+    """A document refused before it is turned into data (the message is the problem)."""
+
+
 def _collect(
-    node: yaml.Node, path: DataPath, lines: dict[DataPath, int], problems: list[str]
+    node: yaml.Node,
+    path: DataPath,
+    lines: dict[DataPath, int],
+    problems: list[str],
+    walk: _Walk | None = None,
 ) -> None:
+    walk = walk or _Walk()
+    walk.visit(node, len(path))
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -83,11 +138,11 @@ def _collect(
                 )
             seen[key] = line
             lines[(*path, key)] = line
-            _collect(value_node, (*path, key), lines, problems)
+            _collect(value_node, (*path, key), lines, problems, walk)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines[(*path, index)] = item.start_mark.line + 1
-            _collect(item, (*path, index), lines, problems)
+            _collect(item, (*path, index), lines, problems, walk)
 
 
 def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
@@ -106,6 +161,8 @@ def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
         raise ConfigError(source, [_reader_problem(text, exc)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(source, [f"YAML error: {exc}"]) from exc
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(source, [_DEPTH_PROBLEM.format(depth=MAX_DEPTH)]) from None
     nodes = [n for n in nodes if n is not None]
     if len(nodes) > 1:
         line = nodes[1].start_mark.line + 1
@@ -117,7 +174,10 @@ def parse_yaml(text: str, source: str = "<string>") -> ParsedDocument:
         return ParsedDocument(source, {}, LineMap())
     lines: dict[DataPath, int] = {}
     problems: list[str] = []
-    _collect(nodes[0], (), lines, problems)
+    try:
+        _collect(nodes[0], (), lines, problems)
+    except _RefusedError as exc:
+        raise ConfigError(source, [str(exc)]) from None
     if problems:
         raise ConfigError(source, problems)
     try:

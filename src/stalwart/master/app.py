@@ -38,6 +38,7 @@ from stalwart.master.api import (
     users,
     workspace_roles,
 )
+from stalwart.master.api.browser import SecurityHeadersMiddleware
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
 from stalwart.master.cluster.loop import ClusterLoop
@@ -153,7 +154,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     app.state.stop_gate = gate
     install_error_handlers(app)
     app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
-    app.add_middleware(StopMiddleware, gate=gate)  # outermost: a stop answers before anything
+    app.add_middleware(StopMiddleware, gate=gate)  # a stop answers before the app does anything
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer carries them
     app.include_router(info.info_router)
     for module in (
         info,

@@ -435,7 +435,7 @@ def require_change_checkpoints(session: Session, user: User, uuids: Iterable[str
 
 
 def require_change_tasks(session: Session, user: User, task_ids: Iterable[str]) -> None:
-    """Refuse a user's writes (log lines) to tasks they may not change."""
+    """Refuse a user's writes (log lines, checkpoint reports) to tasks they may not change."""
     for task_id in sorted(set(task_ids)):
         task = session.get(Task, task_id)
         if task is None:

@@ -7,7 +7,9 @@ A secret is the value of a key in :data:`SECRET_KEYS` anywhere in a config (``re
 ``SECRET``, ``TOKEN``, ``PASSWORD``, ``CREDENTIAL``...). Every API answer that carries a config
 (experiments, checkpoints' training metadata, the master's config) goes through
 :func:`redact_config` or :func:`redact_yaml`; log lines served for a trial or task go through
-:func:`redact_text` with the secrets of its experiment. Values become :data:`MASK`.
+:func:`redact_text` with the secrets of its experiment, and the model definition served to users
+(``GET /api/v1/experiments/{id}/model_def``, where the submitted config file usually rides
+along) through :func:`redact_archive`. Values become :data:`MASK`.
 
 Only answers are redacted: the database keeps the real values and tasks receive them (their
 ``DET_EXPERIMENT_CONFIG`` and checkpoint storage, the agent's task spec).
@@ -15,8 +17,10 @@ Only answers are redacted: the database keeps the real values and tasks receive 
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable
+import tarfile
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
@@ -26,6 +30,7 @@ __all__ = [
     "SECRET_ENV_NAME",
     "SECRET_KEYS",
     "collect_secrets",
+    "redact_archive",
     "redact_config",
     "redact_text",
     "redact_yaml",
@@ -145,6 +150,34 @@ def redact_yaml(text: str) -> str:
         return text
     dumped: str = yaml.safe_dump(redact_config(parsed), sort_keys=False)
     return dumped
+
+
+def redact_archive(blob: bytes, secrets: Sequence[str]) -> bytes:
+    """A model-definition ``.tar.gz`` with every occurrence of each secret in its files
+    replaced by :data:`MASK` (the submitted config file usually rides along in it); ``blob``
+    itself when there is no secret or no file holds one."""
+    needles = [s.encode() for s in secrets if s]
+    if not needles or not blob:
+        return blob
+    out = io.BytesIO()
+    changed = False
+    with (
+        tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as source,
+        tarfile.open(fileobj=out, mode="w:gz", compresslevel=6) as target,
+    ):
+        for member in source.getmembers():
+            reader = source.extractfile(member) if member.isfile() else None
+            if reader is None:
+                target.addfile(member)
+                continue
+            content = reader.read()
+            for needle in needles:
+                if needle in content:
+                    content = content.replace(needle, MASK.encode())
+                    changed = True
+            member.size = len(content)
+            target.addfile(member, io.BytesIO(content))
+    return out.getvalue() if changed else blob
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:

@@ -7,11 +7,20 @@ uvicorn starts closing connections: long-polls and follows end, new requests get
 ``timeout_graceful_shutdown`` (:data:`~stalwart.master.stopping.SERVER_GRACE_S`) is only a
 backstop; the lifespan then stops the cluster loop and the resource manager. The process exits
 within :data:`~stalwart.master.stopping.STOP_BUDGET_S` of the signal.
+
+How the settings become uvicorn's options (:func:`uvicorn_options`):
+
+- Proxy headers: uvicorn believes ``X-Forwarded-For`` / ``X-Forwarded-Proto`` from loopback by
+  default, which would let any local client (or a proxy passing the header through) pick the
+  address the login lockout counts. They are believed only from ``http.trusted_proxies``, and
+  not at all when it is empty (the default).
+- TLS: ``http.tls_cert`` and ``http.tls_key`` make uvicorn serve HTTPS.
 """
 
 from __future__ import annotations
 
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -20,7 +29,7 @@ from stalwart.master.app import create_app
 from stalwart.master.settings import MasterSettings
 from stalwart.master.stopping import SERVER_GRACE_S, StopGate
 
-__all__ = ["MasterServer", "serve"]
+__all__ = ["MasterServer", "master_url", "serve", "uvicorn_options"]
 
 
 class MasterServer(uvicorn.Server):
@@ -35,6 +44,25 @@ class MasterServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def uvicorn_options(settings: MasterSettings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.Config`` (besides the app): proxy headers and TLS."""
+    http = settings.http
+    options: dict[str, Any] = {
+        "proxy_headers": bool(http.trusted_proxies),
+        "forwarded_allow_ips": ",".join(http.trusted_proxies) or "",
+    }
+    if http.tls_cert is not None and http.tls_key is not None:
+        options["ssl_certfile"] = str(http.tls_cert)
+        options["ssl_keyfile"] = str(http.tls_key)
+    return options
+
+
+def master_url(settings: MasterSettings) -> str:
+    """The URL the master serves at (``https://`` with TLS)."""
+    scheme = "https" if settings.http.tls_cert is not None else "http"
+    return f"{scheme}://{settings.host}:{settings.port}"
+
+
 def serve(settings: MasterSettings, *, app: FastAPI | None = None) -> None:
     """Serve the master for ``settings`` until SIGTERM or SIGINT (see the module docstring)."""
     app = create_app(settings) if app is None else app
@@ -44,5 +72,6 @@ def serve(settings: MasterSettings, *, app: FastAPI | None = None) -> None:
         port=settings.port,
         log_level="warning",
         timeout_graceful_shutdown=int(SERVER_GRACE_S),
+        **uvicorn_options(settings),
     )
     MasterServer(config, app.state.stop_gate).run()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stalwart.config.validation import problems_from_error, render_problems
 from stalwart.environments.prepull import PrepullSettings
@@ -85,6 +85,36 @@ class Limits(_Settings):
         default=4 * 1024 * 1024, ge=1, description="Largest metrics report."
     )
     max_log_batch: int = Field(default=10_000, ge=1, description="Most log lines in one post.")
+    max_log_line_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="Longest log line stored (UTF-8 bytes); a longer line is stored cut to this "
+        "length, with a marker saying how long it was.",
+    )
+
+
+class HttpSettings(_Settings):
+    """How the master serves HTTP: TLS, and which reverse proxies it believes."""
+
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses (or networks, `10.0.0.0/8`) of reverse proxies in front of the "
+        "master whose `X-Forwarded-For` and `X-Forwarded-Proto` headers are believed: the "
+        "client address (login lockout, logs) is then the one the proxy reports. Empty (the "
+        "default): no proxy header is believed, the address is the connection's.",
+    )
+    tls_cert: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) file: with `tls_key`, the master serves HTTPS "
+        "instead of HTTP.",
+    )
+    tls_key: Path | None = Field(default=None, description="PEM private key file of `tls_cert`.")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HttpSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("set both tls_cert and tls_key (or neither)")
+        return self
 
 
 class ClusterSettings(_Settings):
@@ -138,6 +168,9 @@ class MasterSettings(_Settings):
     cluster_name: str = Field(default="stalwart", description="Shown by `det master info`.")
     security: SecuritySettings = Field(default_factory=SecuritySettings, description="Auth.")
     limits: Limits = Field(default_factory=Limits, description="Request size limits.")
+    http: HttpSettings = Field(
+        default_factory=HttpSettings, description="TLS and trusted reverse proxies."
+    )
     cluster: ClusterSettings = Field(
         default_factory=ClusterSettings, description="Agents, timeouts and the scheduling loop."
     )

@@ -1,6 +1,8 @@
 """Route: ``POST /api/v1/agents/{agent_id}/sync``, the agent protocol's one call.
 
-Authenticated by the cluster's agent token (``X-Stalwart-Agent-Token``), not a user session.
+Authenticated by the cluster's agent token (``X-Stalwart-Agent-Token``), not a user session;
+the token is checked before the body is read, so a caller without it learns nothing from
+validation errors (401 whatever the body).
 The agent's view is recorded first; then, when the agent allows a wait (``wait_seconds``, at
 most a third of ``cluster.agent_timeout``: a held sync is no heartbeat):
 
@@ -15,14 +17,18 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncResponse
 from stalwart.errors import UnauthenticatedError
 from stalwart.master.api.deps import long_poll
+from stalwart.master.api.trials import _body_doc
 from stalwart.master.cluster.agent_sync import SyncOutcome, apply_sync
 from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Container
 from stalwart.master.state import ROUND_KEY, MasterState, agent_key, allocation_key
@@ -42,6 +48,16 @@ def _check_token(state: MasterState, request: Request) -> None:
             "invalid agent token: start the agent with --token (or STALWART_AGENT_TOKEN) set "
             "to the master's agent token (<master home>/agent_token)"
         )
+
+
+async def _authorized_body(request: Request) -> SyncRequest:
+    """The sync's body, read only once the agent token is known good."""
+    state: MasterState = request.app.state.master
+    _check_token(state, request)
+    try:
+        return SyncRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from None
 
 
 def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
@@ -91,11 +107,16 @@ class _Recorded:
     rounds: int  # rounds whose database phase had begun when the view was recorded
 
 
-@router.post("/agents/{agent_id}/sync", response_model=SyncResponse)
-async def sync_agent(agent_id: str, body: SyncRequest, request: Request) -> SyncResponse:
+@router.post(
+    "/agents/{agent_id}/sync",
+    response_model=SyncResponse,
+    openapi_extra=_body_doc(SyncRequest),  # the body is read by _authorized_body
+)
+async def sync_agent(
+    agent_id: str, body: Annotated[SyncRequest, Depends(_authorized_body)], request: Request
+) -> SyncResponse:
     """Record the agent's view; answer what to start, kill and forget (long-polled)."""
     state: MasterState = request.app.state.master
-    _check_token(state, request)
     recorded = await run_in_threadpool(_sync, state, agent_id, body)
     outcome = recorded.outcome
     wait = min(body.wait_seconds, state.settings.cluster.agent_timeout / 3)

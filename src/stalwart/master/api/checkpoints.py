@@ -37,7 +37,10 @@ OrderByQuery = Annotated[str | None, Query(alias="orderBy")]
 def report_checkpoint(
     body: ReportCheckpointRequest, caller: CallerDep, session: SessionDep
 ) -> Empty:
-    """A task reports a checkpoint it saved (idempotent on ``uuid``)."""
+    """A task reports a checkpoint it saved (idempotent on ``uuid``). A user reporting one
+    needs change rights on the task it names (it may become the trial's resume point)."""
+    if caller.allocation_id is None and body.task_id:
+        policy.require_change_tasks(session, caller.user, [body.task_id])
     report = service.CheckpointReport(
         uuid=body.uuid,
         metadata=body.metadata or {},

@@ -5,7 +5,9 @@ Credentials, in the order they are looked at (wire doc 1.4):
 1. ``Grpc-Metadata-x-allocation-token: Bearer <token>``: a task; it acts as the owner of its
    allocation's task;
 2. ``Authorization: Bearer <token>``: a user session;
-3. the ``auth`` cookie: a user session.
+3. the ``auth`` cookie: a user session. A write (not GET, HEAD, OPTIONS) with only the cookie
+   must also be JSON from the master's own pages (:func:`.browser.check_cookie_write`), so
+   another site cannot make a signed-in browser act for it.
 
 Only ``/info`` and login are reachable without credentials. Every authenticated request also
 passes :mod:`stalwart.master.policy` (allocation-token scope, workspace roles), here, so that no
@@ -26,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master import policy
+from stalwart.master.api.browser import check_cookie_write
 from stalwart.master.db.tables import Allocation, Task, User, UserSession, utcnow
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.state import MasterState, Notifier
@@ -129,7 +132,11 @@ def get_caller(request: Request, session: SessionDep) -> Caller:
     alloc_token = _bearer(request.headers.get("grpc-metadata-x-allocation-token"))
     if alloc_token:
         return _allocation_caller(request, session, alloc_token)
-    token = _bearer(request.headers.get("authorization")) or request.cookies.get("auth")
+    token = _bearer(request.headers.get("authorization"))
+    if not token:
+        token = request.cookies.get("auth")
+        if token:
+            check_cookie_write(request.scope)
     if not token:
         raise UnauthenticatedError(
             "no credentials: log in first (`stalwart user login` or `det user login`)"

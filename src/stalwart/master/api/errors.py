@@ -9,6 +9,10 @@ Core API client and the agent retry 503, and the pool (``pool_pre_ping``) has al
 the dead connection. A value the database cannot hold (a number past its integer range: SQLite's
 ``OverflowError``, PostgreSQL's data exceptions, SQLSTATE class 22) came from the request: 400
 ``InvalidArgument``. Other database errors are 500 in the same shape.
+
+Input no handler foresaw is still answered 400, not 500: text that cannot be stored (a lone
+UTF-16 surrogate such as ``"\\ud800"``: ``UnicodeEncodeError``) and data nested too deeply
+to process (``RecursionError``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ backend, server shutdown)."""
 _DATA_EXCEPTION_SQLSTATE_CLASS = "22"
 """PostgreSQL's data exceptions (numeric value out of range, invalid text representation...):
 a value from the request that the column cannot hold."""
+
+_NOT_TEXT = (
+    "invalid request: a string holds a lone UTF-16 surrogate (such as \\ud800), which is not "
+    "text; send valid UTF-8"
+)
+_TOO_DEEP = "invalid request: data nested too deeply to process; flatten it"
 
 _OUT_OF_RANGE = (
     "invalid request: a value the master cannot store (a number out of range, or malformed);"
@@ -106,6 +116,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OverflowError)
     async def _overflow(_request: Request, _exc: OverflowError) -> JSONResponse:
         return error_response(400, 3, "InvalidArgument", _OUT_OF_RANGE)
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _not_text(_request: Request, _exc: UnicodeEncodeError) -> JSONResponse:
+        return error_response(400, 3, "InvalidArgument", _NOT_TEXT)
+
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
+        return error_response(400, 3, "InvalidArgument", _TOO_DEEP)
 
     @app.exception_handler(PoolTimeoutError)
     async def _pool_timeout(request: Request, exc: PoolTimeoutError) -> JSONResponse:

@@ -3,6 +3,7 @@ definition)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
 from typing import Annotated
 
@@ -31,8 +32,8 @@ from stalwart.master.api.models.trials import GetExperimentTrialsResponse, Trial
 from stalwart.master.api.models.users import OrderBy
 from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
-from stalwart.master.db.tables import Project
-from stalwart.master.redact import redact_config
+from stalwart.master.db.tables import Experiment, Project
+from stalwart.master.redact import collect_secrets, redact_archive, redact_config
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
@@ -48,8 +49,8 @@ def _pool_of_text(config_text: str) -> str:
     """``resources.resource_pool`` of an experiment's YAML text; ``default`` when unset or when
     the text does not parse (experiment creation then reports what is wrong with it)."""
     try:
-        data = yaml.safe_load(config_text)
-    except yaml.YAMLError:
+        data = yaml.safe_load(config_text)  # no alias expansion here; parse_yaml bounds it
+    except (yaml.YAMLError, RecursionError):
         return "default"
     resources = data.get("resources") if isinstance(data, Mapping) else None
     if isinstance(resources, Mapping):
@@ -310,8 +311,15 @@ def patch_experiment(
 
 @router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefResponse)
 def model_def(experiment_id: int, _caller: CallerDep, session: SessionDep) -> ModelDefResponse:
-    """The model definition as a base64 ``.tar.gz``."""
-    return ModelDefResponse(b64_tgz=svc.model_definition_b64(session, experiment_id))
+    """The model definition as a base64 ``.tar.gz``, with the experiment's secrets masked in
+    its files (the submitted config file usually is one of them)."""
+    b64 = svc.model_definition_b64(session, experiment_id)
+    experiment = session.get(Experiment, experiment_id)
+    secrets = collect_secrets(experiment.config) if experiment is not None else []
+    if b64 and secrets:
+        masked = redact_archive(base64.b64decode(b64), secrets)
+        b64 = base64.b64encode(masked).decode()
+    return ModelDefResponse(b64_tgz=b64)
 
 
 @router.get(

@@ -8,6 +8,11 @@ closes that session, and then reads the database in pages from worker threads, s
 holds no connection while it waits. The master's own log comes from its in-memory ring
 (:mod:`stalwart.master.logring`), not from the database. Served trial and task lines have the
 secrets of their experiment and the task's allocation tokens masked (:mod:`stalwart.master.redact`).
+
+Posted lines must be text (a lone UTF-16 surrogate such as ``"\\ud800"`` is 400, naming the
+line); a line longer than ``limits.max_log_line_bytes`` (UTF-8) is stored cut to that length
+with a marker saying so, so one runaway line neither fills the database nor costs the other
+lines of its batch.
 """
 
 from __future__ import annotations
@@ -79,13 +84,31 @@ def post_task_logs(
         )
     if caller.allocation_id is None:
         policy.require_change_tasks(session, caller.user, [e.task_id for e in body.logs])
-    service.ingest_logs(
-        session,
-        [new_log(entry) for entry in body.logs],
-        caller_allocation_id=caller.allocation_id,
-    )
+    max_line = state.settings.limits.max_log_line_bytes
+    lines = [new_log(entry) for entry in body.logs]
+    for index, line in enumerate(lines):
+        lines[index] = dataclasses.replace(line, log=_line_text(index, line.log, max_line))
+    service.ingest_logs(session, lines, caller_allocation_id=caller.allocation_id)
     session.commit()  # wakes the tasks' followers
     return Empty()
+
+
+def _line_text(index: int, text: str, limit: int) -> str:
+    """The line as stored: refused if it is not text, cut to ``limit`` bytes with a marker."""
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"logs[{index}].log: holds a lone UTF-16 surrogate ({text[exc.start]!r} at "
+            f"character {exc.start}), which is not text; send the line as valid UTF-8"
+        ) from None
+    if len(encoded) <= limit:
+        return text
+    kept = encoded[:limit].decode("utf-8", "ignore")
+    return (
+        f"{kept}... [line truncated: {len(encoded)} bytes, over the master's limit of {limit} "
+        "(limits.max_log_line_bytes)]\n"
+    )
 
 
 def _filter(

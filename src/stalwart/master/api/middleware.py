@@ -16,6 +16,8 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from stalwart.master.api.browser import ORIGINAL_CONTENT_TYPE
+
 __all__ = ["BodyTooLargeError", "WireMiddleware"]
 
 _JSON = b"application/json"
@@ -47,6 +49,7 @@ class WireMiddleware:
         if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/api/"):
             await self.app(scope, receive, send)
             return
+        sent_type = next((v for k, v in scope["headers"] if k == b"content-type"), None)
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
         length = next((v for k, v in headers if k == b"content-length"), None)
         if length is not None and length.isdigit() and int(length) > self.max_request_bytes:
@@ -54,7 +57,11 @@ class WireMiddleware:
             return
         if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
             headers.append((b"content-type", _JSON))
-            scope = {**scope, "headers": headers}
+            scope = {
+                **scope,
+                "headers": headers,
+                ORIGINAL_CONTENT_TYPE: sent_type.decode("latin-1") if sent_type else None,
+            }
         limit = self.max_request_bytes
         received = 0
         started = False

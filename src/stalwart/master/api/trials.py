@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import pydantic_core
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -347,7 +347,7 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _body_doc(model: type[WireRequest]) -> dict[str, Any]:
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
     """The request body's schema for the OpenAPI description of a route that reads raw bytes."""
     raw = model.model_json_schema(by_alias=True)
     schema = _inline_refs(raw, raw.get("$defs", {}))

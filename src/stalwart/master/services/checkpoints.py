@@ -8,7 +8,8 @@ Contracts:
   experiment; a COMPLETED checkpoint becomes the trial's ``latest_checkpoint`` unless that one
   is further along. ``size`` is the sum of the resource sizes.
 - A task (allocation token) may only report, patch or delete checkpoints of its own task
-  (ForbiddenError); users may act on any.
+  (ForbiddenError); a user's rights on the task are checked by the route
+  (``policy.require_change_tasks`` / ``policy.require_change_checkpoints``).
 - The training facts of a checkpoint (:class:`CheckpointView`) are the metrics its trial
   reported at exactly the checkpoint's ``steps_completed`` (the newest non-archived report of
   each group); ``searcher_metric`` is the experiment's ``searcher.metric`` among the

@@ -2,7 +2,9 @@
 
 Contract of :func:`build_archive`: every entry is a regular file (type 48) or a directory (53)
 at a relative POSIX path inside the context (no absolute paths, no ``..``, no NUL); links and
-device files are refused, since they could point outside the context; the decoded contents add
+device files are refused, since they could point outside the context; no name is longer than
+:data:`MAX_NAME_BYTES` and no path than :data:`MAX_PATH_BYTES` (what a Linux file system
+takes); no path is both a file and a directory (``x`` and ``x/y``); the decoded contents add
 up to at most ``max_bytes``. Any violation raises before anything is stored.
 :func:`extract_archive` applies the same path rules when unpacking (tasks, downloads).
 """
@@ -20,7 +22,19 @@ from typing import Any
 
 from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
 
-__all__ = ["archive_members", "build_archive", "extract_archive", "safe_member_path"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
+    "archive_members",
+    "build_archive",
+    "extract_archive",
+    "safe_member_path",
+]
+
+MAX_NAME_BYTES = 255
+"""Longest file or directory name (UTF-8 bytes), Linux's NAME_MAX."""
+MAX_PATH_BYTES = 4096
+"""Longest relative path (UTF-8 bytes), Linux's PATH_MAX."""
 
 REGTYPE = ord(tarfile.REGTYPE)  # 48
 DIRTYPE = ord(tarfile.DIRTYPE)  # 53
@@ -37,7 +51,54 @@ def safe_member_path(path: str) -> str:
         raise InvalidArgumentError(
             f"model definition: path {path!r} points outside the context directory"
         )
+    if len(norm.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise InvalidArgumentError(
+            f"model definition: path {_short(norm)} is too long (over {MAX_PATH_BYTES} bytes); "
+            "shorten it or leave the file out with a .detignore"
+        )
+    for name in norm.split("/"):
+        if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise InvalidArgumentError(
+                f"model definition: the name {_short(name)} is too long (over {MAX_NAME_BYTES} "
+                "bytes); rename it or leave it out with a .detignore"
+            )
     return norm
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:40] + "..." + text[-10:])
+
+
+class _Layout:
+    """Paths seen so far: refuses a path used twice, or as both a file and a directory."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+        self.listed_dirs: set[str] = set()
+        self.dirs: set[str] = set()  # listed and implied (parents of every entry)
+
+    def add(self, path: str, *, is_dir: bool) -> None:
+        if path in self.files or path in self.listed_dirs:
+            raise InvalidArgumentError(f"model definition: {path!r} is listed twice")
+        if not is_dir and path in self.dirs:
+            raise InvalidArgumentError(
+                f"model definition: {path!r} is a file, and a directory of files listed too; "
+                "rename one of them"
+            )
+        parent = posixpath.dirname(path)
+        while parent:
+            if parent in self.files:
+                raise InvalidArgumentError(
+                    f"model definition: {parent!r} is a file, and a directory of {path!r} too; "
+                    "rename one of them"
+                )
+            self.dirs.add(parent)
+            parent = posixpath.dirname(parent)
+        if is_dir:
+            self.listed_dirs.add(path)
+            self.dirs.add(path)
+        else:
+            self.files.add(path)
 
 
 def _field(entry: Mapping[str, Any], *names: str) -> Any:
@@ -51,14 +112,12 @@ def build_archive(files: Iterable[Mapping[str, Any]], *, max_bytes: int) -> byte
     """A ``.tar.gz`` of the uploaded ``v1File`` entries (see the module contract)."""
     buffer = io.BytesIO()
     total = 0
-    seen: set[str] = set()
+    layout = _Layout()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
         for entry in files:
             path = safe_member_path(str(_field(entry, "path") or ""))
             kind = int(_field(entry, "type") or REGTYPE)
-            if path in seen:
-                raise InvalidArgumentError(f"model definition: {path!r} is listed twice")
-            seen.add(path)
+            layout.add(path, is_dir=kind == DIRTYPE)
             info = tarfile.TarInfo(path)
             info.mode = int(_field(entry, "mode") or 0o644) & 0o7777
             info.mtime = int(_field(entry, "mtime") or 0)
