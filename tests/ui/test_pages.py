@@ -186,13 +186,12 @@ def test_live_logs_cluster_and_queue(
     expect(lines.filter(has_text=re.compile(r"tick \d+$")).first).to_be_visible(timeout=60_000)
     seen = lines.count()
     expect(page.locator("#log-status")).to_contain_text("Following")
-    page.wait_for_function(
-        f"document.querySelectorAll('#logs .log-line').length >= {seen + 8}", timeout=60_000
-    )
+    # Polled from Python: the page's CSP forbids the eval a wait_for_function string needs.
+    expect(lines.nth(seen + 7)).to_be_attached(timeout=60_000)
     # Rank 1 only: odd ticks.
     page.get_by_label("Rank").select_option("1")
     expect(lines.first).to_be_visible(timeout=30_000)
-    page.wait_for_function("document.querySelectorAll('#logs .log-line').length >= 3")
+    expect(lines.nth(2)).to_be_attached()
     for text in lines.all_inner_texts()[:20]:
         assert int(text.rsplit(" ", 1)[1]) % 2 == 1, text
     # Warnings and above (every fifth tick; odd ones on rank 1).
