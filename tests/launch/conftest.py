@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +37,46 @@ def require_deepspeed() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail("deepspeed is required under CI=true (pip install -e '.[deepspeed]')")
     pytest.skip("deepspeed is not installed (pip install -e '.[deepspeed]')")
+
+
+DEEPSPEED_BUILD_TIMEOUT_S = 900
+"""How long building DeepSpeed's shared-memory collective may take (about 25 s on a quiet
+2-core machine, much more on a busy one)."""
+STALE_BUILD_LOCK_S = 900
+"""A build lock older than this was left by a build that was killed."""
+
+_BUILD_SHM_COMM = f"""
+import os, time
+from torch.utils.cpp_extension import _get_build_directory
+from deepspeed.accelerator import get_accelerator
+builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+if builder is not None:
+    lock = os.path.join(_get_build_directory(builder.NAME, False), "lock")
+    if os.path.exists(lock) and time.time() - os.path.getmtime(lock) > {STALE_BUILD_LOCK_S}:
+        os.remove(lock)
+    builder.load()
+"""
+
+
+@pytest.fixture(scope="session")
+def deepspeed_comm_built() -> None:
+    """DeepSpeed's CPU accelerator compiles its shared-memory collective (``shm_comm``) the
+    first time a process group starts, under a lock file in torch's extensions directory (kept
+    between runs). It is built here once, with a timeout of its own, so that the launch tests'
+    timeouts measure launches. A lock left by a build that was killed makes every later build
+    wait forever: one older than :data:`STALE_BUILD_LOCK_S` is removed first."""
+    require_deepspeed()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILD_SHM_COMM],
+            capture_output=True,
+            text=True,
+            timeout=DEEPSPEED_BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"building DeepSpeed's shm_comm took over {DEEPSPEED_BUILD_TIMEOUT_S} s")
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def alive(pid: int) -> bool:

@@ -25,7 +25,7 @@ from stalwart.launch.deepspeed import (
     parse_args,
     world_info,
 )
-from tests.launch.conftest import alive, require_deepspeed, task_environ
+from tests.launch.conftest import alive, task_environ
 
 RUN_TIMEOUT_S = 120
 
@@ -149,8 +149,9 @@ def test_outside_a_task_the_launcher_says_so(tmp_path: Path) -> None:
     assert "stalwart.launch.deepspeed runs inside a trial's task" in done.stderr
 
 
-def test_two_workers_meet_under_deepspeed_and_every_line_carries_its_rank(tmp_path: Path) -> None:
-    require_deepspeed()
+def test_two_workers_meet_under_deepspeed_and_every_line_carries_its_rank(
+    tmp_path: Path, deepspeed_comm_built: None
+) -> None:
     done = _launch(
         tmp_path,
         """
@@ -179,8 +180,9 @@ def test_two_workers_meet_under_deepspeed_and_every_line_carries_its_rank(tmp_pa
     ], done.stdout + done.stderr
 
 
-def test_a_failing_worker_stops_the_others_and_the_launcher_fails(tmp_path: Path) -> None:
-    require_deepspeed()
+def test_a_failing_worker_stops_the_others_and_the_launcher_fails(
+    tmp_path: Path, deepspeed_comm_built: None
+) -> None:
     started = time.monotonic()
     done = _launch(
         tmp_path,
@@ -205,10 +207,9 @@ def test_a_failing_worker_stops_the_others_and_the_launcher_fails(tmp_path: Path
     assert not alive(survivor)
 
 
-def test_two_containers_meet_without_ssh(tmp_path: Path) -> None:
+def test_two_containers_meet_without_ssh(tmp_path: Path, deepspeed_comm_built: None) -> None:
     """Two containers of one allocation (here on one host) each run the launcher: DeepSpeed's
     per-node launchers find each other through the chief, no ssh involved."""
-    require_deepspeed()
     (tmp_path / "script.py").write_text(
         textwrap.dedent(
             """
