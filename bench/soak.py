@@ -432,17 +432,8 @@ def _login(url: str) -> str:
 
 
 def _create(url: str, token: str, config: str) -> int:
-    files = [
-        {
-            "path": "train.py",
-            "type": 48,
-            "content": base64.b64encode(TRIAL.read_bytes()).decode(),
-            "mode": 0o100644,
-            "mtime": "1700000000",
-            "uid": 0,
-            "gid": 0,
-        }
-    ]
+    content = base64.b64encode(TRIAL.read_bytes()).decode()
+    files = [{"path": "train.py", "type": 48, "content": content, "mode": 0o100644}]
     resp = httpx.post(
         f"{url}/api/v1/experiments",
         json={"activate": True, "config": config, "modelDefinition": files},

@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
-import ipaddress
 import json
 import secrets
 import ssl
@@ -50,12 +49,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import kubernetes_validate  # type: ignore[import-untyped]
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from stalwart.master.rm.kubernetes.client import KINDS
+from tests.tls import self_signed
 
 __all__ = ["ApiError", "FakeKube", "Hold", "matches_selector"]
 
@@ -95,36 +91,6 @@ def matches_selector(labels: Mapping[str, str], selector: str) -> bool:
         elif term not in labels:
             return False
     return True
-
-
-def _self_signed() -> tuple[bytes, bytes]:
-    """A certificate (PEM) for 127.0.0.1 and localhost, signed by its own key, and the key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -209,7 +175,7 @@ class FakeKube:
         server.daemon_threads = True
         scheme = "http"
         if self.tls:
-            self.ca_pem, key_pem = _self_signed()
+            self.ca_pem, key_pem = self_signed("fake-kube")
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             with tempfile.TemporaryDirectory() as directory:
                 cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")

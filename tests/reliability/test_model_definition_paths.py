@@ -10,10 +10,8 @@ what they point to, and an ignore file can leave an outside link out.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +20,7 @@ from stalwart.client.context import pack_context
 from stalwart.errors import InvalidArgumentError
 from stalwart.local import LocalCluster
 from tests.integration.api import Api
+from tests.model_def import entry
 from tests.reliability.conftest import MASTER_CONFIG, experiment_config, make_cluster
 
 CONFIG = experiment_config(
@@ -40,18 +39,6 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
     finally:
         api.close()
         cluster.stop()
-
-
-def _entry(path: str, content: bytes = b"x = 1\n", kind: int = 48) -> dict[str, Any]:
-    return {
-        "path": path,
-        "type": kind,
-        "content": base64.b64encode(content).decode(),
-        "mode": 0o100644,
-        "mtime": "1700000000",
-        "uid": 0,
-        "gid": 0,
-    }
 
 
 def _experiments(api: Api) -> int:
@@ -76,7 +63,7 @@ def test_an_upload_leaving_the_context_is_refused_400_and_nothing_is_stored(
 ) -> None:
     _, api = master
     before = _experiments(api)
-    files = [_entry("train.py"), _entry(path, b"/etc/passwd", kind)]
+    files = [entry("train.py"), entry(path, b"/etc/passwd", kind)]
     response = api.http.post(
         "/api/v1/experiments",
         json={"config": CONFIG, "modelDefinition": files, "activate": False},

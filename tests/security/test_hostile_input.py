@@ -4,7 +4,6 @@ paths, log lines that are not text or are too long, and agent syncs with a bad t
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,8 @@ from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.master.app import create_app
 from stalwart.master.db.tables import TaskLog
 from tests.master.test_allocations_api import CONFIG, make_trial
+from tests.model_def import entry
 from tests.security.conftest import login, make_settings, state_of
-
-
-def _file(path: str, content: bytes = b"print('hi')\n", kind: int = 48) -> dict[str, Any]:
-    return {
-        "path": path,
-        "type": kind,
-        "content": base64.b64encode(content).decode(),
-        "mode": 0o100644,
-        "mtime": "1700000000",
-        "uid": 0,
-        "gid": 0,
-    }
 
 
 def _create(
@@ -42,7 +30,7 @@ def _create(
         json={
             "activate": False,
             "config": config,
-            "modelDefinition": files if files is not None else [_file("train.py")],
+            "modelDefinition": files if files is not None else [entry("train.py")],
         },
         headers=headers,
     )
@@ -102,14 +90,14 @@ def test_a_deeply_nested_config_is_refused(
 def test_a_file_and_a_directory_of_the_same_name_are_refused(
     client: TestClient, admin: dict[str, str]
 ) -> None:
-    for files in ([_file("x"), _file("x/y")], [_file("x/y"), _file("x")]):
+    for files in ([entry("x"), entry("x/y")], [entry("x/y"), entry("x")]):
         _refused(_create(client, admin, files=files), 400, "'x'", "model definition")
 
 
 def test_an_overlong_file_name_is_refused(client: TestClient, admin: dict[str, str]) -> None:
-    _refused(_create(client, admin, files=[_file("a" * 5000)]), 400, "model definition", "long")
+    _refused(_create(client, admin, files=[entry("a" * 5000)]), 400, "model definition", "long")
     deep = "/".join(["d" * 200] * 30) + "/train.py"
-    _refused(_create(client, admin, files=[_file(deep)]), 400, "model definition", "long")
+    _refused(_create(client, admin, files=[entry(deep)]), 400, "model definition", "long")
 
 
 def test_a_log_line_with_a_lone_surrogate_is_refused(

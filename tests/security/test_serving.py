@@ -5,7 +5,6 @@ server is uvicorn with the options ``stalwart master`` passes it
 
 from __future__ import annotations
 
-import datetime as dt
 import socket
 import threading
 import time
@@ -17,16 +16,13 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from stalwart.master.app import create_app
 from stalwart.master.serve import master_url, uvicorn_options
 from stalwart.master.services.passwords import client_hash
 from stalwart.master.settings import MasterSettings
 from tests.security.conftest import make_settings
+from tests.tls import self_signed
 
 
 @contextmanager
@@ -94,28 +90,10 @@ def test_a_configured_proxy_is_believed(tmp_path: Path) -> None:
 
 
 def _self_signed(where: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
+    cert_pem, key_pem = self_signed()
     cert_file, key_file = where / "master.crt", where / "master.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_file.write_bytes(cert_pem)
+    key_file.write_bytes(key_pem)
     return cert_file, key_file
 
 
