@@ -27,17 +27,10 @@ from stalwart.master.services.experiments import ExperimentPatch, patch_experime
 from stalwart.master.services.prepull import queued_experiment_images
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
+from tests.master.test_allocations_api import CONFIG as SINGLE
 from tests.master.test_experiment_create import create
 
-CONFIG = """\
-entrypoint: python3 train.py
-hyperparameters:
-  lr: 0.1
-searcher:
-  name: single
-  metric: loss
-max_restarts: 3
-"""
+CONFIG = SINGLE + "max_restarts: 3\n"
 
 
 @pytest.fixture(autouse=True)
