@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from stalwart.client import Client, Experiment
-from stalwart.local import LocalCluster
+from stalwart.local import LocalCluster, wait_for
 from tests.integration.conftest import free_port
 from tests.ui.conftest import ROOT, admin_headers, in_ci, sign_in
 
@@ -65,12 +65,24 @@ def busy(
     made: list[Experiment] = []
     try:
         made.append(client.create_experiment(chatty_config("ui-chatty", 2), context))
+        # Only once both chatty trials hold the slots: created at once, the urgent one would
+        # take a slot first (the priority scheduler), and the page would show another queue.
+        wait_for(lambda: _busy_slots(client) == 2, 60, "both chatty trials to start")
         made.append(client.create_experiment(chatty_config("ui-low", 1, 60), context))
         made.append(client.create_experiment(chatty_config("ui-high", 1, 10), context))
         yield made[0], made[1], made[2]
     finally:
         for exp in made:
             exp.kill()
+
+
+def _busy_slots(client: Client) -> int:
+    return sum(
+        1
+        for agent in client.list_agents()
+        for slot in (agent.slots or {}).values()
+        if slot.container is not None
+    )
 
 
 def system_counts(url: str, trial_id: int) -> dict[tuple[str, ...], int]:
