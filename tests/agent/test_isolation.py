@@ -41,14 +41,20 @@ def _config_env(storage: object) -> dict[str, str]:
 
 def test_nsexec_arguments() -> None:
     args = ["--user", "--bind", "/a:/run/determined", "--bind", "/b:c:/d", "--", "sh", "-c", "x"]
-    assert nsexec.parse_args(args) == (
-        [("/a", "/run/determined"), ("/b:c", "/d")],
-        True,
-        False,
-        ["sh", "-c", "x"],
+    assert nsexec.parse_args(args) == nsexec.Options(
+        binds=[("/a", "/run/determined"), ("/b:c", "/d")], user=True, argv=["sh", "-c", "x"]
     )
-    assert nsexec.parse_args(["--check", "--bind", "/a:/b"]) == ([("/a", "/b")], False, True, [])
-    for bad in (["--bind", "nocolon", "--", "x"], ["--what", "--", "x"], ["--bind", "/a:/b"]):
+    assert nsexec.parse_args(["--check", "--bind", "/a:/b"]) == nsexec.Options(
+        binds=[("/a", "/b")], check=True
+    )
+    switched = nsexec.parse_args(["--as", "65534:65533", "--chdir", "/w", "--", "x"])
+    assert (switched.identity, switched.chdir, switched.argv) == ((65534, 65533), "/w", ["x"])
+    for bad in (
+        ["--bind", "nocolon", "--", "x"],
+        ["--what", "--", "x"],
+        ["--bind", "/a:/b"],
+        ["--as", "nobody", "--", "x"],
+    ):
         assert nsexec.main(bad) == nsexec.EXIT_FAILED
 
 
@@ -301,7 +307,9 @@ def test_fixedpaths_arguments_and_links(tmp_path: Path) -> None:
         fixedpaths.LOCK_PATH,
         [("/a:b", "/c")],
         ["x"],
+        None,
     )
+    assert fixedpaths.parse_args(["--as", "1:2", "--", "x"])[3] == (1, 2)
     for bad in (["--link", "nocolon", "--", "x"], ["--what", "--", "x"], ["--link", "/a:/b"]):
         assert fixedpaths.main(bad) == fixedpaths.EXIT_FAILED
     source, target = tmp_path / "source", tmp_path / "target"

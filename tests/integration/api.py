@@ -20,12 +20,14 @@ TERMINAL = frozenset({"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR"})
 
 
 class Api:
-    """An admin session against a running master."""
+    """A session against a running master (the built-in admin unless told otherwise)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, username: str = "admin", password: str = "") -> None:
         self.url = url
         self.http = httpx.Client(base_url=url, timeout=30.0)
-        token = self.http.post("/api/v1/auth/login", json={"username": "admin", "password": ""})
+        token = self.http.post(
+            "/api/v1/auth/login", json={"username": username, "password": password}
+        )
         token.raise_for_status()
         self.http.headers["Authorization"] = f"Bearer {token.json()['token']}"
 

@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -139,6 +139,27 @@ def local(tmp_path: Path) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+_LOG_TAIL_LINES = 200
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    """Attach the tails of the master's and agents' logs to the report of a failed test that
+    used a :class:`LocalCluster` (what a CI failure needs to be understood)."""
+    outcome = yield
+    report = outcome.get_result()
+    cluster = getattr(item, "funcargs", {}).get("local")
+    if not report.failed or not isinstance(cluster, LocalCluster):
+        return
+    for path in sorted((cluster.home / "logs").glob("*.log")):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        report.sections.append(
+            (f"{path.name} (last {_LOG_TAIL_LINES} lines)", "\n".join(lines[-_LOG_TAIL_LINES:]))
+        )
 
 
 @pytest.fixture

@@ -66,7 +66,14 @@ def test_master_sigkilled_during_a_search_loses_and_repeats_nothing(
     api.wait_until(lambda: len(api.trials(exp_id)) >= 4, timeout=90, what="later trials")
     survivors |= _restart(local, pids)
 
-    exp = api.wait_state(exp_id, timeout=120)
+    try:
+        exp = api.wait_state(exp_id, timeout=120)
+    except AssertionError as exc:  # say where the search stands
+        where = [
+            (t["id"], t["state"], t["restarts"], len(steps(api, t["id"])))
+            for t in api.trials(exp_id)
+        ]
+        raise AssertionError(f"{exc}; trials (id, state, restarts, steps): {where}") from None
     assert exp["state"] == "STATE_COMPLETED"
     trials = api.trials(exp_id)
     assert len(trials) == 6  # no trial created twice

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from stalwart.agent.identity import IdentityError, TaskIdentity, resolve_run_as
 from stalwart.agent.images import EngineImages
 from stalwart.agent.protocol import DeviceType, TaskSpec
 from stalwart.agent.runner import ContainerStartError, Handle, OutputSink, ProcessRunner
@@ -74,14 +75,18 @@ def docker_run_argv(
     device_type: DeviceType,
     slot_ids: Sequence[str],
     labels: Mapping[str, str],
+    user: TaskIdentity | None = None,
 ) -> list[str]:
     """The ``<engine> run`` command line of one container (pure).
 
     Host network, the run directory at ``/run/determined`` and the workdir at
     ``/run/determined/workdir`` (also the working directory), GPUs by device index, the labels,
-    and ``-e NAME`` for every variable (values come from the CLI's environment).
+    ``--user UID:GID`` when ``user`` is given, and ``-e NAME`` for every variable (values come
+    from the CLI's environment).
     """
     out = [engine, "run", "--rm", "--name", name, "--network", "host", "--shm-size", SHM_SIZE]
+    if user is not None:
+        out += ["--user", user.arg]
     for key, value in sorted(labels.items()):
         out += ["--label", f"{key}={value}"]
     out += ["-v", f"{run_dir}:{CONTAINER_RUN_DIR}", "-v", f"{workdir}:{CONTAINER_WORKDIR}"]
@@ -137,9 +142,21 @@ class ContainerRunner(ProcessRunner):
             spec.image, force=spec.force_pull_image, sink=sink, auth=spec.registry_auth
         )
 
-    def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
+    def identity(self, spec: TaskSpec) -> TaskIdentity | None:
+        """None: the engine switches users inside the container (see :meth:`command`)."""
+        return None
+
+    def command(
+        self, spec: TaskSpec, workspace: Workspace, identity: TaskIdentity | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """``<engine> run``; a task whose owner is linked to an agent user runs as that user
+        inside the container (others run as the image's user, isolated by the container)."""
         if not spec.image:
             raise ContainerStartError(f"{self.engine}: the task names no image")
+        try:
+            user = resolve_run_as(spec.run_as) if spec.run_as is not None else None
+        except IdentityError as exc:
+            raise ContainerStartError(str(exc)) from None
         inside = container_env(spec, master_url=self.master_url, agent_id=self.agent_id)
         (workspace.run_dir / "workdir").mkdir(exist_ok=True)  # the nested mount point
         argv = docker_run_argv(
@@ -158,6 +175,7 @@ class ContainerRunner(ProcessRunner):
                 "ai.stalwart.rank": str(spec.rank),
                 "ai.stalwart.container": spec.container_id,
             },
+            user=user,
         )
         return argv, {**workspace.env, **inside}
 

@@ -2,14 +2,16 @@
 node at a time (``python -m`` entry point): the agent's fallback where private mount namespaces
 are not available.
 
-``python -I -m stalwart.agent.fixedpaths [--lock PATH] --link SRC:DST [--link SRC:DST ...]
--- ARGV...``
+``python -I -m stalwart.agent.fixedpaths [--lock PATH] [--as UID:GID] --link SRC:DST
+[--link SRC:DST ...] -- ARGV...``
 
 1. takes an exclusive ``flock`` on the lock file (default :data:`LOCK_PATH`, one per node);
    when another command holds it, writes one line saying so to stderr and waits;
 2. points each ``DST`` at ``SRC`` with a symbolic link (a link already there, or an empty
    directory such as a mount point the namespaces left, is replaced; anything else is an error);
-3. ``execvp`` s ``ARGV`` with the lock's descriptor kept open, so the lock is held until the
+3. with ``--as`` (root only), becomes that user and group with no supplementary groups
+   (:func:`stalwart.agent.nsexec.drop_privileges`);
+4. ``execvp`` s ``ARGV`` with the lock's descriptor kept open, so the lock is held until the
    command and every process that inherited the descriptor have exited, however they end (a
    SIGKILL included): the next waiter then takes the lock and re-points the links.
 
@@ -26,6 +28,8 @@ import fcntl
 import os
 import sys
 from collections.abc import Sequence
+
+from stalwart.agent.nsexec import drop_privileges, parse_identity
 
 __all__ = ["LOCK_PATH", "Link", "main", "parse_args", "point"]
 
@@ -56,15 +60,22 @@ class _SetupError(Exception):
     """A step before the exec failed (the message says which)."""
 
 
-def parse_args(args: Sequence[str]) -> tuple[str, list[Link], list[str]]:
-    """``(lock_path, links, argv)`` from the command line (see the module docstring)."""
+def parse_args(args: Sequence[str]) -> tuple[str, list[Link], list[str], tuple[int, int] | None]:
+    """``(lock_path, links, argv, identity)`` from the command line (see the module docstring);
+    ``identity`` is ``--as``'s ``(uid, gid)``, None without it."""
     lock, links, rest = LOCK_PATH, [], list(args)
+    identity: tuple[int, int] | None = None
     while rest:
         arg = rest.pop(0)
         if arg == "--":
             break
         if arg == "--lock" and rest:
             lock = rest.pop(0)
+        elif arg == "--as" and rest:
+            try:
+                identity = parse_identity(rest.pop(0))
+            except ValueError as exc:
+                raise _SetupError(str(exc)) from None
         elif arg == "--link" and rest:
             source, sep, target = rest.pop(0).rpartition(":")
             if not sep or not source or not target:
@@ -74,7 +85,7 @@ def parse_args(args: Sequence[str]) -> tuple[str, list[Link], list[str]]:
             raise _SetupError(f"unknown argument {arg!r}")
     if not rest:
         raise _SetupError("no command after --")
-    return lock, links, rest
+    return lock, links, rest, identity
 
 
 def _lock(path: str) -> int:
@@ -115,10 +126,12 @@ def point(source: str, target: str) -> None:
 def main(args: Sequence[str] | None = None) -> int:
     """Lock, link, then exec the command (returns only on failure)."""
     try:
-        lock, links, argv = parse_args(sys.argv[1:] if args is None else args)
+        lock, links, argv, identity = parse_args(sys.argv[1:] if args is None else args)
         _lock(lock)
         for source, target in links:
             point(source, target)
+        if identity is not None:
+            drop_privileges(*identity)
     except (_SetupError, OSError) as exc:
         print(f"stalwart fixedpaths: {exc}", file=sys.stderr, flush=True)
         if isinstance(exc, PermissionError):

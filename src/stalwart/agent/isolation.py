@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from stalwart.agent.fixedpaths import LOCK_PATH, Link
+from stalwart.agent.identity import TaskIdentity
 from stalwart.agent.nsexec import Bind
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.workspace import Workspace
@@ -59,6 +60,7 @@ __all__ = [
     "SHARED_FS_TARGET",
     "FixedPaths",
     "MountNamespaces",
+    "config_seen_inside",
     "fallback_links",
     "probe",
     "restore_mount_points",
@@ -93,12 +95,25 @@ class MountNamespaces:
     python: str = sys.executable
     user: bool = False
 
-    def wrap(self, argv: Sequence[str], binds: Sequence[Bind], *, check: bool = False) -> list[str]:
-        """``argv`` run through nsexec with ``binds`` (the wrapper then execs ``argv``); with
-        ``check``, the command line of nsexec's self-check instead (``argv`` is ignored)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        binds: Sequence[Bind],
+        *,
+        check: bool = False,
+        identity: TaskIdentity | None = None,
+        chdir: str | None = None,
+    ) -> list[str]:
+        """``argv`` run through nsexec with ``binds`` (the wrapper then execs ``argv``), as
+        ``identity`` and in ``chdir`` when given; with ``check``, the command line of nsexec's
+        self-check instead (``argv`` is ignored)."""
         out = [self.python, "-I", "-m", "stalwart.agent.nsexec"]
         if self.user:
             out.append("--user")
+        if identity is not None:
+            out += ["--as", identity.arg]
+        if chdir is not None:
+            out += ["--chdir", chdir]
         for source, target in binds:
             out += ["--bind", f"{source}:{target}"]
         return [*out, "--check"] if check else [*out, "--", *argv]
@@ -112,9 +127,14 @@ class FixedPaths:
     python: str = sys.executable
     lock: str = LOCK_PATH
 
-    def wrap(self, argv: Sequence[str], links: Sequence[Link]) -> list[str]:
-        """``argv`` run through the fixedpaths wrapper with ``links`` (which then execs it)."""
+    def wrap(
+        self, argv: Sequence[str], links: Sequence[Link], identity: TaskIdentity | None = None
+    ) -> list[str]:
+        """``argv`` run through the fixedpaths wrapper with ``links`` (which then execs it, as
+        ``identity`` when given)."""
         out = [self.python, "-I", "-m", "stalwart.agent.fixedpaths", "--lock", self.lock]
+        if identity is not None:
+            out += ["--as", identity.arg]
         for source, target in links:
             out += ["--link", f"{source}:{target}"]
         return [*out, "--", *argv]
@@ -237,11 +257,36 @@ def fallback_links(spec: TaskSpec, workspace: Workspace) -> list[Link]:
 
 
 def _shared_fs_dir(spec: TaskSpec) -> str | None:
-    """The task's ``shared_fs`` host path, created when missing (as Docker does for a bind)."""
+    """The task's ``shared_fs`` host path, created when missing (as Docker does for a bind),
+    world-writable and sticky (1777, as ``/tmp``) so that tasks run as unprivileged users can
+    write their checkpoints; an existing directory is left as its owner made it."""
     host_path = shared_fs_host_path(spec)
-    if host_path is not None:
+    if host_path is not None and not os.path.isdir(host_path):
         Path(host_path).mkdir(parents=True, exist_ok=True)
+        os.chmod(host_path, 0o1777)
     return host_path
+
+
+def config_seen_inside(config_json: str) -> str:
+    """``DET_EXPERIMENT_CONFIG`` as a task in a mount namespace must see it when it cannot
+    reach the host's paths (it runs as another user): a ``shared_fs`` storage's ``host_path``
+    becomes :data:`SHARED_FS_TARGET`, where the namespace mounts it (an absolute
+    ``storage_path`` inside it becomes relative). Anything else is returned unchanged."""
+    try:
+        config: Any = json.loads(config_json or "{}")
+    except ValueError:
+        return config_json
+    storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
+    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
+        return config_json
+    host_path = storage.get("host_path")
+    if not isinstance(host_path, str) or not os.path.isabs(host_path):
+        return config_json
+    inside = {**storage, "host_path": SHARED_FS_TARGET}
+    sub = storage.get("storage_path")
+    if isinstance(sub, str) and os.path.isabs(sub):
+        inside["storage_path"] = os.path.relpath(sub, host_path)
+    return json.dumps({**config, "checkpoint_storage": inside})
 
 
 def _model_copy(workdir: Path, model: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from stalwart.agent.protocol import LogLine
 from stalwart.agent.runner import Stdtype
 
-__all__ = ["ContainerLog", "Entry", "LogContext", "as_log_line", "parse_line"]
+__all__ = ["MASK", "ContainerLog", "Entry", "LogContext", "SecretMask", "as_log_line", "parse_line"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,31 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+MASK = "********"
+
+
+class SecretMask:
+    """The agent's own secrets (its tokens), masked in every line it ships: a task that
+    printed one (it should not be able to read them; see :mod:`stalwart.agent.identity`) does
+    not publish it to every viewer of its log. :meth:`add` may be called from any thread."""
+
+    def __init__(self, *secrets: str) -> None:
+        self._secrets: tuple[str, ...] = ()
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: str) -> None:
+        """Mask ``secret`` from now on (empty and very short strings are ignored)."""
+        if len(secret) >= 8 and secret not in self._secrets:
+            self._secrets = tuple(sorted({*self._secrets, secret}, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+
 @dataclass(frozen=True)
 class LogContext:
     """Who a container's lines belong to, and the token they are posted with."""
@@ -80,9 +105,16 @@ class ContainerLog:
     """One container's ordered, bounded queue of entries (thread-safe)."""
 
     def __init__(
-        self, context: LogContext, *, max_lines: int, batch_lines: int, wake: threading.Event
+        self,
+        context: LogContext,
+        *,
+        max_lines: int,
+        batch_lines: int,
+        wake: threading.Event,
+        mask: SecretMask | None = None,
     ) -> None:
         self.context = context
+        self._mask = mask or SecretMask()
         self._max = max_lines
         self._batch = batch_lines
         self._wake = wake
@@ -96,7 +128,7 @@ class ContainerLog:
 
     def line(self, text: str, stdtype: Stdtype) -> None:
         """Add one output line (an :data:`~stalwart.agent.runner.OutputSink`)."""
-        body, rank, level = parse_line(text)
+        body, rank, level = parse_line(self._mask(text))
         entry: Entry = {"log": body, "stdtype": stdtype, "source": "task"}
         if rank is not None:
             entry["rank_id"] = rank

@@ -44,8 +44,10 @@ from stalwart._retry import RetryPolicy, describe, retry_after, retryable_respon
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
 from stalwart.agent.daemon import Daemon
+from stalwart.agent.identity import IdentityError, TaskIdentity, resolve_task_user
 from stalwart.agent.images import EngineImages
 from stalwart.agent.isolation import probe
+from stalwart.agent.logs import SecretMask
 from stalwart.agent.prepull import Prepuller
 from stalwart.agent.protocol import (
     AGENT_TOKEN_HEADER,
@@ -283,13 +285,44 @@ class AgentLoop:
         self._exits = self._exits or self._news_inflight  # they may not have arrived
 
 
+def _task_user(settings: AgentSettings) -> TaskIdentity | None:
+    """Who runs non-admins' tasks (see :mod:`stalwart.agent.identity`), said once in the log.
+
+    Raises FailedPreconditionError when a root agent's ``task_user`` does not exist here.
+    """
+    if os.geteuid() != 0:
+        log.warning(
+            "the agent runs as uid %d, not root: every task runs as this user and can read "
+            "what it can; run the agent as root to run non-admins' tasks as %r",
+            os.geteuid(),
+            settings.task_user,
+        )
+        return None
+    try:
+        found = resolve_task_user(settings.task_user)
+    except IdentityError as exc:
+        raise FailedPreconditionError(f"task_user: {exc}") from None
+    log.info(
+        "tasks of non-admins run as %s (uid %d, gid %d) unless linked to an agent user",
+        found.name,
+        found.uid,
+        found.gid,
+    )
+    return found
+
+
 def _process_runner(settings: AgentSettings) -> ProcessRunner:
-    """A ProcessRunner with mount namespaces as ``settings.mount_namespaces`` and the node allow.
+    """A ProcessRunner with mount namespaces as ``settings.mount_namespaces`` and the node allow,
+    running non-admins' tasks as ``settings.task_user`` when the agent is root.
 
     Raises FailedPreconditionError under ``require`` when the node does not allow them.
     """
+    task_user = _task_user(settings)
     if settings.mount_namespaces == "off":
-        return ProcessRunner(no_namespace_reason="mount_namespaces is off in the agent's settings")
+        return ProcessRunner(
+            no_namespace_reason="mount_namespaces is off in the agent's settings",
+            task_user=task_user,
+        )
     found = probe(settings.home / "tmp")
     if not isinstance(found, str):
         every = settings.mount_namespaces == "require"
@@ -297,7 +330,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
             "%s run in private mount namespaces (/run/determined, /determined_shared_fs)",
             "tasks" if every else "tasks written for the official harness",
         )
-        return ProcessRunner(found, every_task=every)
+        return ProcessRunner(found, every_task=every, task_user=task_user)
     if settings.mount_namespaces == "require":
         raise FailedPreconditionError(f"no private mount namespaces for tasks: {found}")
     log.warning(
@@ -307,7 +340,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
         "side by side",
         found,
     )
-    return ProcessRunner(no_namespace_reason=found)
+    return ProcessRunner(no_namespace_reason=found, task_user=task_user)
 
 
 def create_agent(
@@ -337,6 +370,7 @@ def create_agent(
         batch_lines=settings.log_batch_lines,
         flush_seconds=settings.log_flush_seconds,
         buffer_lines=settings.log_buffer_lines,
+        mask=SecretMask(settings.token),
     )
     http = httpx.Client()
     contexts: OrderedDict[str, bytes] = OrderedDict()

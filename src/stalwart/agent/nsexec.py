@@ -1,6 +1,7 @@
 """Run a command in a private mount namespace with some bind mounts (``python -m`` entry point).
 
-``python -I -m stalwart.agent.nsexec [--user] --bind SRC:DST [--bind SRC:DST ...] -- ARGV...``
+``python -I -m stalwart.agent.nsexec [--user] [--as UID:GID] [--chdir DIR] --bind SRC:DST
+[--bind SRC:DST ...] -- ARGV...``
 
 1. ``unshare(CLONE_NEWNS)`` (with ``--user``: ``CLONE_NEWUSER | CLONE_NEWNS`` first, mapping the
    caller's uid and gid to themselves, so that an unprivileged caller may mount in its own
@@ -9,9 +10,12 @@
    host or to other tasks;
 3. bind-mounts each ``SRC`` on ``DST`` in order (``MS_BIND | MS_REC``), creating ``DST`` when it is
    missing (a later ``DST`` may lie inside an earlier one);
-4. ``execvp`` s ``ARGV`` with the environment, working directory, session and process group it was
-   given: the command keeps this process's pid, so the caller's signals and ``waitid`` reach it
-   and its exit code is the caller's to see.
+4. with ``--as`` (root only), becomes that user and group, with no supplementary groups
+   (:func:`drop_privileges`): the command cannot read what only root may;
+5. with ``--chdir``, changes to ``DIR`` (as the new user: a directory it cannot enter fails);
+6. ``execvp`` s ``ARGV`` with the environment, session and process group it was given (and the
+   working directory, unless ``--chdir``): the command keeps this process's pid, so the
+   caller's signals and ``waitid`` reach it and its exit code is the caller's to see.
 
 When a step fails it writes one line ``stalwart nsexec: ...`` to stderr and exits 126 (127 when
 the command is not found), as a shell does. ``--check`` mounts and then verifies that each
@@ -28,8 +32,9 @@ import ctypes.util
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["Bind", "main", "parse_args"]
+__all__ = ["Bind", "Options", "drop_privileges", "main", "parse_args", "parse_identity"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -48,29 +53,64 @@ class _SetupError(Exception):
     """A step before the exec failed (the message says which)."""
 
 
-def parse_args(args: Sequence[str]) -> tuple[list[Bind], bool, bool, list[str]]:
-    """``(binds, user, check, argv)`` from the command line (see the module docstring)."""
-    binds: list[Bind] = []
-    user = check = False
+@dataclass
+class Options:
+    """The parsed command line (see the module docstring)."""
+
+    binds: list[Bind] = field(default_factory=list)
+    user: bool = False
+    check: bool = False
+    identity: tuple[int, int] | None = None  # ``--as UID:GID``
+    chdir: str | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+def parse_identity(text: str) -> tuple[int, int]:
+    """``(uid, gid)`` from ``UID:GID`` (both numbers); ValueError otherwise."""
+    uid, sep, gid = text.partition(":")
+    if not sep or not uid.isdigit() or not gid.isdigit():
+        raise ValueError(f"--as wants UID:GID (numbers), got {text!r}")
+    return int(uid), int(gid)
+
+
+def parse_args(args: Sequence[str]) -> Options:
+    """The options of a command line (see the module docstring)."""
+    out = Options()
     rest = list(args)
     while rest:
         arg = rest.pop(0)
         if arg == "--":
             break
         if arg == "--user":
-            user = True
+            out.user = True
         elif arg == "--check":
-            check = True
+            out.check = True
+        elif arg == "--as" and rest:
+            try:
+                out.identity = parse_identity(rest.pop(0))
+            except ValueError as exc:
+                raise _SetupError(str(exc)) from None
+        elif arg == "--chdir" and rest:
+            out.chdir = rest.pop(0)
         elif arg == "--bind" and rest:
             source, sep, target = rest.pop(0).rpartition(":")
             if not sep or not source or not target:
                 raise _SetupError("--bind wants SRC:DST")
-            binds.append((source, target))
+            out.binds.append((source, target))
         else:
             raise _SetupError(f"unknown argument {arg!r}")
-    if not check and not rest:
+    if not out.check and not rest:
         raise _SetupError("no command after --")
-    return binds, user, check, rest
+    out.argv = rest
+    return out
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become ``uid``/``gid`` for good, with no supplementary groups (real, effective and saved
+    ids all change, so the process cannot take root back). Raises OSError when not allowed."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
 
 
 def _libc() -> ctypes.CDLL:
@@ -122,13 +162,27 @@ def _same(source: str, target: str) -> bool:
 def main(args: Sequence[str] | None = None) -> int:
     """Mount, then exec the command (returns only on failure, or after ``--check``)."""
     try:
-        binds, user, check, argv = parse_args(sys.argv[1:] if args is None else args)
+        options = parse_args(sys.argv[1:] if args is None else args)
+        argv = options.argv
         libc = _libc()
-        _enter(libc, user)
-        for source, target in binds:
+        _enter(libc, options.user)
+        for source, target in options.binds:
             _bind(libc, source, target)
-        if check:
-            return 0 if all(_same(s, t) for s, t in binds) else EXIT_FAILED
+        if options.check:
+            return 0 if all(_same(s, t) for s, t in options.binds) else EXIT_FAILED
+        if options.identity is not None:
+            try:
+                drop_privileges(*options.identity)
+            except OSError as exc:
+                raise _SetupError(
+                    f"cannot become uid:gid {options.identity[0]}:{options.identity[1]}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+        if options.chdir is not None:
+            try:
+                os.chdir(options.chdir)
+            except OSError as exc:
+                raise _SetupError(f"cannot enter {options.chdir}: {exc.strerror or exc}") from exc
     except (_SetupError, OSError) as exc:
         print(f"stalwart nsexec: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED

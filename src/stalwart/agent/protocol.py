@@ -39,6 +39,7 @@ __all__ = [
     "ContainerStatus",
     "DeviceType",
     "LogLine",
+    "RunAs",
     "SlotInfo",
     "SyncRequest",
     "SyncResponse",
@@ -124,6 +125,19 @@ class SyncRequest(_Model):
     )
 
 
+class RunAs(_Model):
+    """The OS identity a task runs under: its owner's linked agent user (``det user
+    link-with-agent-user``). Either part may be a number or a name (the number wins; the
+    agent resolves names on its node)."""
+
+    uid: int | None = Field(default=None, ge=0, description="The user id.")
+    user: str = Field(default="", description="The user name (when no uid is given).")
+    gid: int | None = Field(default=None, ge=0, description="The group id.")
+    group: str = Field(
+        default="", description="The group name (when no gid is given; neither: the user's)."
+    )
+
+
 class TaskSpec(_Model):
     """Everything an agent needs to start one container of an allocation.
 
@@ -166,6 +180,17 @@ class TaskSpec(_Model):
     )
     token: str = Field(description="The allocation token (also ``DET_SESSION_TOKEN``).")
     user: str = Field(default="", description="The user the task runs for (``DET_USER``).")
+    run_as: RunAs | None = Field(
+        default=None,
+        description="The OS user to run the task as: its owner's linked agent user. Null: an "
+        "agent running as root runs an admin's task as itself and anyone else's as its "
+        "unprivileged ``task_user``.",
+    )
+    privileged: bool = Field(
+        default=False,
+        description="The task's owner is an admin (see ``run_as``). False unless the master "
+        "says so: an unknown owner runs unprivileged.",
+    )
 
 
 class SyncResponse(_Model):

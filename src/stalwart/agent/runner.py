@@ -26,10 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from stalwart.agent.identity import (
+    HOME_DIR,
+    IdentityError,
+    TaskIdentity,
+    allow_traversal,
+    can_run,
+    hand_over,
+    identity_for,
+)
 from stalwart.agent.isolation import (
     FALLBACK_TASK_NOTE,
+    RUN_DIR_TARGET,
     FixedPaths,
     MountNamespaces,
+    config_seen_inside,
     fallback_links,
     task_binds,
     uses_official_harness,
@@ -54,6 +65,15 @@ OutputSink = Callable[[str, Stdtype], None]
 """Receives one complete line (ending in ``\\n``) and the stream it came from."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+UNRUNNABLE_PYTHON = (
+    "NOTE: this task runs as {who.name} (uid {who.uid}), who cannot run the agent's Python "
+    "{python} (it, or a directory above it, is closed to that user), so `python3` is whatever "
+    "else is on PATH. Install the Python tasks use where every task user can run it (e.g. "
+    "under /opt), or map the task's image to such a Python with the agent's --python.\n"
+)
+"""The line a task run as another user gets first when it cannot run the agent's Python."""
+_TASK_UMASK = 0o022
+"""Tasks create files as a shell would (the agent itself runs with 0077)."""
 _TAIL_INTERVAL_S = 0.05
 _DRAIN_TIMEOUT_S = 5.0
 _JOIN_S = 0.02
@@ -272,6 +292,13 @@ class ProcessRunner(Runner):
     the top of its stderr and runs through ``fixed_paths`` (:mod:`stalwart.agent.fixedpaths`):
     one such task at a time per node, with ``/run/determined`` and ``/determined_shared_fs``
     linked to its files.
+
+    ``task_user``: who runs the tasks of non-admins on a root agent
+    (:func:`stalwart.agent.identity.identity_for`). A task that runs as another user owns its
+    files (:func:`~stalwart.agent.identity.hand_over`), gets ``HOME`` in its run directory, and,
+    where namespaces exist, always runs in one, reaching its files only through
+    ``/run/determined`` (the agent's home stays closed to it); without namespaces it is started
+    as that user directly, and the agent's home is opened for passing through.
     """
 
     namespaces: MountNamespaces | None = None
@@ -284,7 +311,9 @@ class ProcessRunner(Runner):
         *,
         every_task: bool = False,
         fixed_paths: FixedPaths | None = None,
+        task_user: TaskIdentity | None = None,
     ) -> None:
+        self.task_user = task_user
         self.namespaces = namespaces
         self.no_namespace_reason = no_namespace_reason
         self.fixed_paths = fixed_paths or FixedPaths()
@@ -299,26 +328,73 @@ class ProcessRunner(Runner):
             self._official[key] = uses_official_harness(spec.argv, workspace.workdir)
         return self._official[key]
 
-    def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
-        """The argv and environment of the process to start (ContainerRunner overrides it)."""
-        argv, env = list(spec.argv), dict(workspace.env)
-        if (
-            self.namespaces is not None
-            and argv
-            and (self.every_task or self._official_harness(spec, workspace))
+    def identity(self, spec: TaskSpec) -> TaskIdentity | None:
+        """Who runs the task (None: the agent's own user); ContainerRunner leaves it to the
+        engine. Raises ContainerStartError when its linked user is unknown here."""
+        try:
+            return identity_for(spec, self.task_user)
+        except IdentityError as exc:
+            raise ContainerStartError(str(exc)) from None
+
+    def wrapper(
+        self, spec: TaskSpec, workspace: Workspace, identity: TaskIdentity | None
+    ) -> Literal["namespace", "fixed_paths"] | None:
+        """Which wrapper starts the task: a private mount namespace (every task with
+        ``every_task``, every task run as another user, and tasks written for the official
+        harness), the fixed-paths fallback (tasks written for the official harness, on a node
+        without namespaces), or none. The wrappers become ``identity`` themselves."""
+        if not spec.argv:
+            return None
+        if self.namespaces is not None and (
+            self.every_task or identity is not None or self._official_harness(spec, workspace)
         ):
+            return "namespace"
+        if self.no_namespace_reason is not None and self._official_harness(spec, workspace):
+            return "fixed_paths"
+        return None
+
+    def command(
+        self, spec: TaskSpec, workspace: Workspace, identity: TaskIdentity | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of the process to start (ContainerRunner overrides it).
+
+        With ``identity``, the task's files are handed over to it first; without a
+        :meth:`wrapper`, :meth:`start` starts the process as that user."""
+        argv, env = list(spec.argv), dict(workspace.env)
+        wrapper = self.wrapper(spec, workspace, identity)
+        if wrapper is not None:
             _check_executable(argv[0], workspace.workdir, env)
+        if identity is not None:
+            env.update(USER=identity.name, LOGNAME=identity.name)
+            env["HOME"] = str(workspace.run_dir / HOME_DIR)
+            if not can_run(workspace.python, identity):
+                with workspace.stderr_path.open("a", encoding="utf-8") as stream:
+                    stream.write(UNRUNNABLE_PYTHON.format(python=workspace.python, who=identity))
+        if wrapper == "namespace":
+            assert self.namespaces is not None
             try:
                 binds = task_binds(spec, workspace)
+                if identity is not None:
+                    hand_over(workspace.run_dir, workspace.workdir, identity)
             except OSError as exc:
                 raise ContainerStartError(f"cannot prepare the task's mounts: {exc}") from exc
-            return self.namespaces.wrap(argv, binds), env
-        if (
-            self.no_namespace_reason is not None
-            and argv
-            and self._official_harness(spec, workspace)
-        ):
-            _check_executable(argv[0], workspace.workdir, env)
+            if identity is None:
+                return self.namespaces.wrap(argv, binds), env
+            # The task reaches its files only through the namespace's fixed paths.
+            inside = f"{RUN_DIR_TARGET}/workdir"
+            env.update(
+                DET_RUN_DIR=RUN_DIR_TARGET, DET_WORKDIR=inside, HOME=f"{RUN_DIR_TARGET}/{HOME_DIR}"
+            )
+            if "DET_EXPERIMENT_CONFIG" in env:
+                env["DET_EXPERIMENT_CONFIG"] = config_seen_inside(env["DET_EXPERIMENT_CONFIG"])
+            return self.namespaces.wrap(argv, binds, identity=identity, chdir=inside), env
+        if identity is not None:
+            try:
+                hand_over(workspace.run_dir, workspace.workdir, identity)
+                allow_traversal(self.home_of(workspace), workspace.run_dir)
+            except OSError as exc:
+                raise ContainerStartError(f"cannot give the task its files: {exc}") from exc
+        if wrapper == "fixed_paths":
             note = FALLBACK_TASK_NOTE.format(reason=self.no_namespace_reason)
             with workspace.stderr_path.open("a", encoding="utf-8") as stream:
                 stream.write(note + "\n")
@@ -326,17 +402,25 @@ class ProcessRunner(Runner):
                 links = fallback_links(spec, workspace)
             except OSError as exc:
                 raise ContainerStartError(f"cannot prepare the task's paths: {exc}") from exc
-            return self.fixed_paths.wrap(argv, links), env
+            return self.fixed_paths.wrap(argv, links, identity), env
         return argv, env
+
+    @staticmethod
+    def home_of(workspace: Workspace) -> Path:
+        """The agent home a workspace lies in (``<home>/tasks/<allocation>/rank-<r>``)."""
+        return workspace.root.parent.parent.parent
 
     def handle_name(self, spec: TaskSpec) -> str:
         """The handle's name (ContainerRunner: the engine's container name)."""
         return f"{spec.allocation_id}/{spec.rank}"
 
     def start(self, spec: TaskSpec, workspace: Workspace, sink: OutputSink) -> Handle:
-        argv, env = self.command(spec, workspace)
+        identity = self.identity(spec)
+        argv, env = self.command(spec, workspace, identity)
         if not argv:
             raise ContainerStartError("the task has an empty command")
+        # A wrapper becomes the task's user itself; a bare command is started as it.
+        direct = identity if self.wrapper(spec, workspace, identity) is None else None
         outputs: list[BinaryIO] = []
         try:
             outputs = [workspace.stdout_path.open("ab"), workspace.stderr_path.open("ab")]
@@ -349,6 +433,10 @@ class ProcessRunner(Runner):
                 stderr=outputs[1],
                 start_new_session=True,
                 close_fds=True,
+                umask=_TASK_UMASK,
+                user=direct.uid if direct is not None else None,
+                group=direct.gid if direct is not None else None,
+                extra_groups=[] if direct is not None else None,
             )
         except OSError as exc:
             raise ContainerStartError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc

@@ -81,6 +81,13 @@ class AgentSettings(_Settings):
         "when the node allows it), require (every task; refuse to start without) or off. Without "
         "them, tasks written for the official harness run one at a time per node.",
     )
+    task_user: str = Field(
+        default="nobody",
+        min_length=1,
+        description="USER or USER:GROUP (names or numbers) that an agent running as root runs "
+        "the tasks of non-admins as, when their owner is linked to no agent user. An agent that "
+        "is not root runs every task as itself.",
+    )
     kill_on_exit: bool = Field(
         default=False, description="Kill the containers when the agent stops (default: leave)."
     )

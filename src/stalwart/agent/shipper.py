@@ -22,7 +22,7 @@ import httpx
 
 from stalwart._retry import RetryPolicy, describe, retry_after, retryable_response
 from stalwart.agent.context import task_headers
-from stalwart.agent.logs import ContainerLog, Entry, LogContext
+from stalwart.agent.logs import ContainerLog, Entry, LogContext, SecretMask
 
 __all__ = ["LogShipper"]
 
@@ -55,8 +55,10 @@ class LogShipper:
         flush_seconds: float = 0.5,
         buffer_lines: int = 100_000,
         max_backoff_seconds: float = 5.0,
+        mask: SecretMask | None = None,
     ) -> None:
         self.url = f"{master_url}/api/v1/task/logs"
+        self.mask = mask or SecretMask()
         self.batch_lines = batch_lines
         self.flush_seconds = flush_seconds
         self.buffer_lines = buffer_lines
@@ -75,7 +77,11 @@ class LogShipper:
     def open(self, context: LogContext) -> ContainerLog:
         """A new queue for one container's lines."""
         stream = ContainerLog(
-            context, max_lines=self.buffer_lines, batch_lines=self.batch_lines, wake=self._wake
+            context,
+            max_lines=self.buffer_lines,
+            batch_lines=self.batch_lines,
+            wake=self._wake,
+            mask=self.mask,
         )
         with self._lock:
             self._streams.append(stream)

@@ -15,6 +15,7 @@ It syncs with the master until Ctrl-C or SIGTERM, then exits leaving its contain
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Annotated, Literal
 import typer
 from pydantic import ValidationError
 
+from stalwart._private import private_directory
 from stalwart.cli import common
 from stalwart.cli.slot import list_agents
 from stalwart.errors import InvalidArgumentError
@@ -89,6 +91,13 @@ def agent(
             "it), require (every task), or off (then such tasks run one at a time)."
         ),
     ] = "auto",
+    task_user: Annotated[
+        str,
+        typer.Option(
+            help="USER[:GROUP] a root agent runs non-admins' tasks as (when their owner is "
+            "linked to no agent user)."
+        ),
+    ] = "nobody",
     kill_on_exit: Annotated[
         bool, typer.Option(help="Stop the containers when the agent stops.")
     ] = False,
@@ -123,6 +132,7 @@ def agent(
             container_runtime=container_runtime,
             image_pull_timeout=image_pull_timeout,
             mount_namespaces=mount_namespaces,
+            task_user=task_user,
             kill_on_exit=kill_on_exit,
         )
     except ValidationError as exc:
@@ -135,7 +145,8 @@ def agent(
     found = detect_slots(settings.slot_type, settings.slots)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
-    settings.home.mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)  # the agent's files are its own; tasks get 0022 back (runner)
+    private_directory(settings.home)
     loop = create_agent(settings, found)
 
     def _stop(signum: int, _frame: FrameType | None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -74,6 +75,7 @@ def master(
         overrides={"host": host, "port": port, "db": db, "home": home, "http": tls or None},
     )
     _configure_logging()
+    os.umask(0o077)  # the master's files are its own (stalwart.master.home)
     typer.echo(
         f"Stalwart master on {master_url(settings)} "
         f"(database: {settings.database_url.split('://', 1)[0]})"

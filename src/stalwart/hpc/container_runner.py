@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from stalwart.agent.identity import TaskIdentity
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.runner import ContainerStartError, ProcessRunner
 from stalwart.agent.workspace import Workspace
@@ -76,8 +77,10 @@ class ContainerTaskRunner(ProcessRunner):
         self.which = which
         self.exists = exists
 
-    def command(self, spec: TaskSpec, workspace: Workspace) -> tuple[list[str], dict[str, str]]:
-        argv, env = super().command(spec, workspace)
+    def command(
+        self, spec: TaskSpec, workspace: Workspace, identity: TaskIdentity | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        argv, env = super().command(spec, workspace, identity)
         tool = tool_of(self.run_type)
         if tool is None:
             return argv, env

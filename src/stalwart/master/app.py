@@ -45,6 +45,7 @@ from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
+from stalwart.master.home import prepare_home
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.logs import install_log_wakeups
@@ -92,6 +93,8 @@ def _agent_token(session: Session, settings: MasterSettings) -> str:
 def open_state(settings: MasterSettings) -> MasterState:
     """Open the database (migrated, bootstrapped) and build the master's state, its resource
     manager included (no engine is called yet)."""
+    default_storage = None if settings.checkpoint_storage else settings.home / "checkpoints"
+    prepare_home(settings.home, default_checkpoints=default_storage)
     engine = make_engine(settings.database_url)
     migrate.upgrade(engine)
     sessions = make_session_factory(engine)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from stalwart.master.services.task_spec import entrypoint_argv, free_port_offset, ports_for
+from stalwart.agent.protocol import RunAs
+from stalwart.master.db.tables import User
+from stalwart.master.services.task_spec import (
+    entrypoint_argv,
+    free_port_offset,
+    ports_for,
+    run_as_of,
+)
 
 
 def test_entrypoints() -> None:
@@ -31,3 +38,13 @@ def test_ports_never_collide() -> None:
         seen |= ports
     assert ports_for(0)["C10D_PORT"] == 29400
     assert free_port_offset({0, 1, 3}) == 2
+
+
+def test_a_task_says_who_owns_it() -> None:
+    """The agent decides the task's OS user from its owner (docs/security.md)."""
+    linked = User(
+        username="bob", admin=False, agent_uid=4242, agent_gid=4243, agent_user="b", agent_group="g"
+    )
+    assert run_as_of(linked) == RunAs(uid=4242, gid=4243, user="b", group="g")
+    assert run_as_of(User(username="alice", admin=False)) is None
+    assert run_as_of(None) is None

@@ -222,7 +222,8 @@ def _logs_response(
 
 def _task_secrets(state: MasterState, task_id: str) -> list[str]:
     """What must not appear in the task's served log lines (:mod:`stalwart.master.redact`):
-    the secrets of its experiment's config and its allocations' tokens."""
+    the secrets of its experiment's config, its allocations' tokens and the cluster's agent
+    (enrollment) token, should a task have printed it."""
     with state.sessions() as session:
         task = session.get(Task, task_id)
         experiment = (
@@ -238,6 +239,8 @@ def _task_secrets(state: MasterState, task_id: str) -> list[str]:
         )
         tokens = {spec.get("token") for spec in specs if isinstance(spec, dict)}
     found.extend(t for t in tokens if isinstance(t, str) and t)
+    if state.agent_token:
+        found.append(state.agent_token)
     return sorted(set(found), key=len, reverse=True)
 
 

@@ -4,7 +4,8 @@
 a placed allocation, following the wire doc (5.2 environment, 5.3 info files) so that both
 Stalwart's harness and the official ``determined`` harness find what they read. What depends on
 the node (``DET_MASTER`` as that node reaches the master, ``DET_AGENT_ID``, ``DET_RUN_DIR``) is
-added by the agent's runner.
+added by the agent's runner. Who the task runs as on the node (:func:`run_as_of`, and whether
+its owner is an admin) travels in the spec; the agent decides from it (``docs/security.md``).
 
 Ports: each allocation gets its own block of the Determined port bases (``C10D_PORT`` and
 friends), chosen by :func:`free_port_offset` so that allocations sharing an agent never collide.
@@ -21,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.agent.protocol import DeviceType, TaskSpec
+from stalwart.agent.protocol import DeviceType, RunAs, TaskSpec
 from stalwart.config.environment import EnvironmentConfig
 from stalwart.environments.prepull import experiment_image
 from stalwart.master.db.tables import (
@@ -43,6 +44,7 @@ __all__ = [
     "free_port_offset",
     "ports_for",
     "registry_auth_of",
+    "run_as_of",
     "trial_task_specs",
 ]
 
@@ -126,6 +128,21 @@ def registry_auth_of(environment: EnvironmentConfig) -> dict[str, str] | None:
     return given or None
 
 
+def run_as_of(owner: User | None) -> RunAs | None:
+    """The OS user a task of ``owner`` runs as: the owner's linked agent user, if any."""
+    if owner is None:
+        return None
+    linked = (owner.agent_uid, owner.agent_user, owner.agent_gid, owner.agent_group)
+    if all(value in (None, "") for value in linked):
+        return None
+    return RunAs(
+        uid=owner.agent_uid,
+        user=owner.agent_user or "",
+        gid=owner.agent_gid,
+        group=owner.agent_group or "",
+    )
+
+
 def allocation_task_specs(
     session: Session,
     allocation: Allocation,
@@ -141,7 +158,7 @@ def allocation_task_specs(
     task is not a trial (or is gone). Used by agent placement and by batch (Slurm) submission.
     """
     found = session.execute(
-        select(Trial, Experiment, User.username, Experiment.model_definition.is_not(None))
+        select(Trial, Experiment, User, Experiment.model_definition.is_not(None))
         .join(Task, Task.trial_id == Trial.id)
         .join(Experiment, Experiment.id == Trial.experiment_id)
         .outerjoin(User, User.id == Experiment.owner_id)
@@ -149,7 +166,7 @@ def allocation_task_specs(
     ).one_or_none()
     if found is None:
         return None
-    trial, experiment, username, has_context = found
+    trial, experiment, owner, has_context = found
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
     return trial_task_specs(
         experiment=experiment,
@@ -160,7 +177,7 @@ def allocation_task_specs(
         container_ids=[container_id(allocation.id, c.rank) for c in containers],
         device_type=device_type,
         cluster_id=cluster_id,
-        username=username or "",
+        owner=owner,
         ports=ports,
         latest=latest if latest is not None and latest.state == "COMPLETED" else None,
         has_context=bool(has_context),
@@ -177,13 +194,14 @@ def trial_task_specs(
     container_ids: Sequence[str],
     device_type: DeviceType,
     cluster_id: str,
-    username: str,
+    owner: User | None,
     ports: Mapping[str, int],
     latest: Checkpoint | None,
     has_context: bool,
 ) -> list[TaskSpec]:
     """One spec per container of a trial's allocation (ranks in ``containers`` order)."""
     config = experiment.config  # the stored JSON, handed to the task as is
+    username = owner.username if owner is not None else ""
     typed = typed_config(experiment)
     environment = typed.environment
     argv = entrypoint_argv(typed.entrypoint)
@@ -274,6 +292,8 @@ def trial_task_specs(
                 has_context=has_context,
                 token=token,
                 user=username,
+                run_as=run_as_of(owner),
+                privileged=owner is not None and owner.admin,
             )
         )
     return specs
