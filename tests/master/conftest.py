@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.master.app import create_app
 from stalwart.master.services.passwords import client_hash
 from stalwart.master.settings import MasterSettings
@@ -32,7 +34,7 @@ def client(settings: MasterSettings) -> Iterator[TestClient]:
         yield test_client
 
 
-def login(client: TestClient, username: str, password: str = "") -> dict[str, str]:
+def login(client: httpx.Client, username: str, password: str = "") -> dict[str, str]:
     """Log in the way the official client does; return the Authorization header."""
     resp = client.post(
         "/api/v1/auth/login",
@@ -47,3 +49,15 @@ def login(client: TestClient, username: str, password: str = "") -> dict[str, st
 def admin(client: TestClient) -> dict[str, str]:
     """Authorization header of the built-in admin (empty password)."""
     return login(client, "admin")
+
+
+def enroll(http: httpx.Client, agent_id: str, enrollment: str) -> dict[str, str]:
+    """Enroll ``agent_id`` with the cluster's enrollment token, as an agent's first sync does;
+    the header carrying the agent's own token (what its later syncs present)."""
+    answer = http.post(
+        f"/api/v1/agents/{agent_id}/sync", json={}, headers={AGENT_TOKEN_HEADER: enrollment}
+    )
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["agent_token"]
+    assert token, answer.text
+    return {AGENT_TOKEN_HEADER: str(token)}

@@ -1,5 +1,6 @@
 """``POST /api/v1/agents/{id}/sync`` over HTTP: the agent token, and long-polls that never
-outlast the agent timeout (a held sync is no heartbeat)."""
+outlast the agent timeout (a held sync is no heartbeat). Enrollment and the agents' own tokens:
+``tests/security/test_agent_tokens.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.master.app import create_app
-from tests.master.conftest import make_settings
+from tests.master.conftest import enroll, make_settings
 
 BODY = {"slots": [{"id": "0", "device_type": "cpu"}], "containers": [], "wait_seconds": 30}
 
@@ -19,12 +20,10 @@ BODY = {"slots": [{"id": "0", "device_type": "cpu"}], "containers": [], "wait_se
 def test_a_quiet_agent_is_answered_well_within_the_agent_timeout(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "home", cluster={"agent_timeout": 1.5})
     with TestClient(create_app(settings, run_cluster=False)) as client:
-        token = client.app.state.master.agent_token  # type: ignore[attr-defined]
-        client.post("/api/v1/agents/n1/sync", json=BODY, headers={AGENT_TOKEN_HEADER: token})
+        headers = enroll(client, "n1", client.app.state.master.agent_token)  # type: ignore[attr-defined]
+        client.post("/api/v1/agents/n1/sync", json=BODY, headers=headers)
         started = time.monotonic()
-        answer = client.post(
-            "/api/v1/agents/n1/sync", json=BODY, headers={AGENT_TOKEN_HEADER: token}
-        )
+        answer = client.post("/api/v1/agents/n1/sync", json=BODY, headers=headers)
         held = time.monotonic() - started
     assert answer.status_code == 200
     assert answer.json()["start"] == []
@@ -51,7 +50,7 @@ def test_an_exit_is_answered_with_the_start_of_what_takes_the_freed_slot(tmp_pat
     )
     settings = make_settings(tmp_path / "home")
     with TestClient(create_app(settings)) as client:
-        headers = {AGENT_TOKEN_HEADER: client.app.state.master.agent_token}  # type: ignore[attr-defined]
+        headers = enroll(client, "n1", client.app.state.master.agent_token)  # type: ignore[attr-defined]
 
         def sync(containers: list[dict[str, object]], wait: float) -> dict[str, Any]:
             body = {**BODY, "containers": containers, "wait_seconds": wait}

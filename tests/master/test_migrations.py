@@ -15,12 +15,16 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, inspect, text
 
+from stalwart.agent.protocol import AGENT_TOKEN_HEADER
+from stalwart.master.app import create_app
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine
 from stalwart.master.db.tables import Base
 from stalwart.master.settings import MasterSettings
+from tests.master.conftest import enroll
 
 VERSION_TABLE = "alembic_version"
 
@@ -150,3 +154,55 @@ def test_0006_makes_ids_autoincrement_and_keeps_rows_both_ways(engine: Engine) -
         assert _autoincrement_tables(engine) == set()
     with engine.connect() as conn:
         assert conn.execute(text("select username from users where id = 7")).scalar() == "kept"
+
+
+def test_0007_adds_agent_credentials_and_keeps_the_agents_both_ways(engine: Engine) -> None:
+    """0007 adds the agents' own tokens (table ``agent_credentials``) beside the agents of an
+    existing database; its downgrade drops the table and keeps the agents."""
+    migrate.upgrade(engine, "0006")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into agents (id, version, resource_pool, addresses, registered_time, "
+                "last_heartbeat, enabled, draining, connected) values ('n1', '', 'default', "
+                "'[]', '2026-01-01 00:00:00', '2026-01-01 00:00:00', true, false, true)"
+            )
+        )
+    migrate.upgrade(engine, "0007")
+    assert "agent_credentials" in _tables(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into agent_credentials (agent_id, token_hash, created_at) "
+                "values ('n1', :h, '2026-01-02 00:00:00')"
+            ),
+            {"h": "0" * 64},
+        )
+    migrate.downgrade(engine, "0006")
+    assert "agent_credentials" not in _tables(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("select id from agents")).scalars().all() == ["n1"]
+
+
+def test_a_master_upgraded_past_0007_enrolls_the_agents_it_knew(tmp_path: Path) -> None:
+    """An agent of a cluster from before per-agent tokens keeps its id: its next sync, with
+    the cluster token it has, enrolls it; then its own token works."""
+    settings = MasterSettings.model_validate({"home": tmp_path / "home"})
+    old = make_engine(settings.database_url)
+    try:
+        migrate.upgrade(old, "0006")
+        with old.begin() as conn:
+            conn.execute(
+                text("insert into master_meta (key, value) values ('agent_token', 'cluster-token')")
+            )
+    finally:
+        old.dispose()
+    with TestClient(create_app(settings, run_cluster=False)) as client:
+        assert client.app.state.master.agent_token == "cluster-token"  # type: ignore[attr-defined]
+        headers = enroll(client, "n1", "cluster-token")
+        body = {"slots": [{"id": "0", "device_type": "cpu"}]}
+        assert client.post("/api/v1/agents/n1/sync", json=body, headers=headers).status_code == 200
+        refused = client.post(
+            "/api/v1/agents/n1/sync", json=body, headers={AGENT_TOKEN_HEADER: "cluster-token"}
+        )
+        assert refused.status_code == 401

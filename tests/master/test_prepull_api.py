@@ -11,13 +11,12 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.environments import load_manifest
 from stalwart.environments.images import FRAMEWORKS
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.app import create_app
 from stalwart.master.services.prepull import PrepullPlans
-from tests.master.conftest import make_settings
+from tests.master.conftest import enroll, make_settings
 
 CPU = {"slots": [{"id": "0", "device_type": "cpu"}], "containers": [], "resource_pool": "default"}
 GPU = {
@@ -44,15 +43,18 @@ class _Master:
     def __init__(self, client: TestClient) -> None:
         self.client = client
         state = client.app.state.master  # type: ignore[attr-defined]
-        self.agent = {AGENT_TOKEN_HEADER: state.agent_token}
+        self.enrollment = str(state.agent_token)
+        self.agents: dict[str, dict[str, str]] = {}
         login = client.post("/api/v1/auth/login", json={"username": "admin", "password": ""})
         self.user = {"Authorization": f"Bearer {login.json()['token']}"}
 
     def sync(self, agent: str, body: dict[str, Any], wait: float = 0) -> dict[str, Any]:
+        if agent not in self.agents:
+            self.agents[agent] = enroll(self.client, agent, self.enrollment)
         answer = self.client.post(
             f"/api/v1/agents/{agent}/sync",
             json={**body, "wait_seconds": wait},
-            headers=self.agent,
+            headers=self.agents[agent],
         )
         assert answer.status_code == 200, answer.text
         return dict(answer.json())

@@ -157,6 +157,8 @@ def test_a_task_never_reaches_another_trial(
         ("GET", "/api/v1/trials/{trial}/checkpoints", None),
         ("GET", "/api/v1/tasks", None),
         ("GET", "/api/v1/agents", None),
+        ("GET", "/api/v1/agents/tokens", None),
+        ("DELETE", "/api/v1/agents/a1/token", None),
         ("GET", "/api/v1/master", None),
         ("GET", "/api/v1/master/config", None),
         ("GET", "/api/v1/master/logs", None),

@@ -68,6 +68,8 @@ def test_the_walk_sees_the_whole_api() -> None:
         "/api/v1/allocations/1/all_gather",
         "/api/v1/workspaces/1/roles",
         "/api/v1/master/config",
+        "/api/v1/agents/tokens",
+        "/api/v1/agents/1/token",
     ):
         assert expected in paths
 

@@ -15,8 +15,15 @@ Failures:
   says when to come back), logs once per outage, and the first sync after it reports
   everything (reattach). Unlike a single request, the daemon never gives up, and it rides out
   every 5xx (a master bug must not stop the agent);
-- 401 / 403: UnauthenticatedError / ForbiddenError (a wrong agent token), fatal;
+- 401: UnauthenticatedError (a refused agent token). When the agent presented its own token
+  and has an enrollment token, it enrolls again with that one (once: see
+  :mod:`stalwart.agent.credentials`); otherwise fatal, as is a 403 (ForbiddenError);
 - other 4xx: FailedPreconditionError with the master's message, fatal.
+
+Enrollment: the agent presents its own token (``<home>/agent_token``) or, without one, the
+cluster's enrollment token. An answer carrying ``agent_token`` (the master enrolled the agent)
+carries nothing else: the token is stored, and the agent syncs again at once with it; that
+sync, not the enrolling one, is the agent's first (it registers the agent and marks it ready).
 
 :meth:`AgentLoop.stop` (any thread, e.g. a signal handler) ends :meth:`AgentLoop.run`, which
 then leaves the containers running unless ``kill_on_exit``. ``<home>/ready`` exists from the
@@ -43,6 +50,7 @@ from pydantic import ValidationError
 from stalwart._retry import RetryPolicy, describe, retry_after, retryable_response
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
+from stalwart.agent.credentials import AgentCredential
 from stalwart.agent.daemon import Daemon
 from stalwart.agent.identity import IdentityError, TaskIdentity, resolve_task_user
 from stalwart.agent.images import EngineImages
@@ -89,16 +97,22 @@ def _message(resp: httpx.Response) -> str:
 
 
 async def post_sync(
-    client: httpx.AsyncClient, settings: AgentSettings, request: SyncRequest
+    client: httpx.AsyncClient,
+    settings: AgentSettings,
+    request: SyncRequest,
+    *,
+    token: str | None = None,
 ) -> SyncResponse:
-    """One sync round trip (see the module docstring for the errors)."""
+    """One sync round trip presenting ``token`` (default: ``settings.token``, the enrollment
+    token); see the module docstring for the errors."""
     url = f"{settings.master_url}/api/v1/agents/{quote(settings.agent_id, safe='')}/sync"
     timeout = httpx.Timeout(request.wait_seconds + 15.0, connect=5.0)
+    presented = settings.token if token is None else token
     try:
         resp = await client.post(
             url,
             content=request.model_dump_json(),
-            headers={AGENT_TOKEN_HEADER: settings.token, "Content-Type": "application/json"},
+            headers={AGENT_TOKEN_HEADER: presented, "Content-Type": "application/json"},
             timeout=timeout,
         )
     except httpx.TransportError as exc:
@@ -110,8 +124,9 @@ async def post_sync(
         raise error(
             f"the master at {settings.master_url} refused the agent token "
             f"(HTTP {resp.status_code}: {_message(resp)})",
-            hint="give the master's agent token (<master home>/agent_token) with --token, "
-            "STALWART_AGENT_TOKEN or --token-file",
+            hint="a new agent enrolls with the master's agent token (<master home>/"
+            "agent_token) given with --token, STALWART_AGENT_TOKEN or --token-file; an "
+            "enrolled one presents its own (<agent home>/agent_token)",
         )
     if resp.status_code != 200:
         raise FailedPreconditionError(
@@ -130,6 +145,8 @@ class AgentLoop:
     def __init__(self, daemon: Daemon, *, on_close: Sequence[Callable[[], None]] = ()) -> None:
         self.daemon = daemon
         self.settings = daemon.settings
+        self.credential = AgentCredential.load(self.settings.home, self.settings.token)
+        """The token presented (the agent's own, or the enrollment token)."""
         self._stop_requested = threading.Event()
         self._on_close = list(on_close)
         self.syncs = 0  # successful round trips (for tests and logs)
@@ -204,8 +221,10 @@ class AgentLoop:
                 self._due = 0.0
         if inflight is not None and self._dirty and not self._news_inflight:
             inflight.cancel()  # report the change now rather than after the long-poll
-            with contextlib.suppress(asyncio.CancelledError, MasterUnavailableError):
-                await inflight
+            with contextlib.suppress(
+                asyncio.CancelledError, MasterUnavailableError, UnauthenticatedError
+            ):
+                await inflight  # a refusal it ended with comes back with the next sync
             inflight = None
         now = time.monotonic()
         if inflight is None:
@@ -220,13 +239,19 @@ class AgentLoop:
             self._dirty = False
             request = daemon.build_request(self._inflight_wait)
             self._reported = len(request.containers)
-            inflight = asyncio.create_task(post_sync(client, settings, request))
+            token = self.credential.token
+            inflight = asyncio.create_task(post_sync(client, settings, request, token=token))
         if not await self._wait(inflight, self._tick()):
             return inflight
         try:
             response = inflight.result()
         except MasterUnavailableError as exc:
             self._unreachable(str(exc), exc.retry_after)
+            return None
+        except UnauthenticatedError:
+            if not self.credential.refused():
+                raise
+            self._sync_again()  # with the enrollment token
             return None
         if self._outage is not None:
             log.info(
@@ -236,6 +261,10 @@ class AgentLoop:
             )
             self._outage = None
         self._failures = 0
+        if response.agent_token is not None:  # enrolled: the answer carries nothing else
+            await asyncio.to_thread(self.credential.adopt, response.agent_token)
+            self._sync_again()  # with the agent's own token
+            return None
         self.syncs += 1
         if self.syncs == 1:
             self._mark_ready()
@@ -270,6 +299,11 @@ class AgentLoop:
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self.ready_file.write_text(f"{self.settings.agent_id}\n", encoding="utf-8")
         log.info("agent %s synced with %s", self.settings.agent_id, self.settings.master_url)
+
+    def _sync_again(self) -> None:
+        """Sync again at once: the last sync recorded nothing (it enrolled, or was refused)."""
+        self._due, self._dirty = 0.0, True
+        self._exits = self._exits or self._news_inflight
 
     def _unreachable(self, why: str, after: float | None = None) -> None:
         if self._outage is None:

@@ -21,8 +21,16 @@ makes the protocol stateless and restart-safe on both sides:
 - **Long-poll.** With nothing to change, the master holds the answer up to ``wait_seconds`` and
   answers early when work for the agent appears.
 
-Authentication: the header ``X-Stalwart-Agent-Token`` carries the cluster's agent token (the
-master's ``agent_token`` setting, or the one it generates into ``<home>/agent_token``).
+Authentication: the header ``X-Stalwart-Agent-Token`` carries the agent's own token. An agent
+without one yet presents the cluster's **enrollment token** (the master's ``cluster.agent_token``
+setting, or the one it generates into ``<master home>/agent_token``): when its agent id has no
+credential, the master answers with ``agent_token`` set, the agent's own token, sent this once
+and nothing else in that answer; the agent keeps it (``<agent home>/agent_token``, mode 0600)
+and presents it from its next sync on. From the first sync with it, the enrollment token no
+longer opens that agent id (401), nor does another agent's token; an admin revokes an agent's
+token to forbid the id or to let it enroll again (``DELETE /api/v1/agents/{agent_id}/token``).
+An agent whose own token is refused (401) may try the enrollment token once. The master's rules
+are in :mod:`stalwart.master.services.agent_credentials`.
 
 Only base dependencies (pydantic) are imported here: the agent and the master share it.
 """
@@ -217,4 +225,12 @@ class SyncResponse(_Model):
         default=0.0,
         description="How soon to sync again after an answer with work in it (0: at once; the "
         "next sync long-polls, so this costs nothing and new work starts without delay).",
+    )
+    agent_token: str | None = Field(
+        default=None,
+        repr=False,
+        description="The agent's own token, in the answer to a sync that enrolled it (made "
+        "with the cluster's enrollment token) and never again: the agent stores it (``<agent "
+        "home>/agent_token``, mode 0600) and presents it from its next sync on, which it makes "
+        "at once. Such an answer carries nothing else. Null otherwise.",
     )

@@ -2,8 +2,10 @@
 
 The CLI (``stalwart agent``) builds one :class:`AgentSettings` from its options (and the
 ``STALWART_AGENT_TOKEN`` variable); no other agent module reads the environment or the command
-line. The helpers here resolve the values that need a look at the host: the agent token (option,
-variable or file), and the address the agent advertises.
+line. The helpers here resolve the values that need a look at the host: the enrollment token
+(option, variable or file), and the address the agent advertises. The agent's own token is not a
+setting: the master issues it at enrollment and the agent keeps it in ``<home>/agent_token``
+(:mod:`stalwart.agent.credentials`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ class AgentSettings(_Settings):
 
     master_url: str = Field(description="Base URL of the master, e.g. http://10.0.0.1:8080.")
     agent_id: str = Field(min_length=1, description="The agent's id (default: the hostname).")
-    token: str = Field(repr=False, description="The cluster's agent token.")
+    token: str = Field(
+        default="",
+        repr=False,
+        description="The cluster's enrollment token (the master's agent token): it enrolls "
+        "the agent when ``<home>/agent_token`` holds no token of its own, and once more when "
+        "the master refuses that one. Empty: none (the agent then needs its own token).",
+    )
     resource_pool: str = Field(default="default", description="The pool the agent serves.")
     slots: int | None = Field(
         default=None, ge=1, description="How many slots to offer (default: every GPU, or 1 CPU)."
@@ -137,10 +145,15 @@ def parse_python_mapping(text: str) -> PythonMapping:
     return PythonMapping(pattern=pattern, path=where)
 
 
-def read_token(token: str | None, token_file: Path | None, fallback: Path | None) -> str:
-    """The agent token: ``token`` if given, else ``token_file``, else ``fallback`` if it exists.
+def read_token(
+    token: str | None, token_file: Path | None, fallback: Path | None, *, required: bool = True
+) -> str:
+    """The enrollment token: ``token`` if given, else ``token_file``, else ``fallback`` if it
+    exists.
 
-    Raises InvalidArgumentError when none gives a token (an agent never runs without one).
+    Raises InvalidArgumentError when a given file cannot be read or is empty, and when none
+    gives a token and one is ``required`` (else "": an agent that holds its own token in its
+    home needs no enrollment token).
     """
     if token:
         return token.strip()
@@ -154,6 +167,8 @@ def read_token(token: str | None, token_file: Path | None, fallback: Path | None
         if value:
             return value
         raise InvalidArgumentError(f"the agent token file {path} is empty")
+    if not required:
+        return ""
     raise InvalidArgumentError(
         "no agent token: give --token, STALWART_AGENT_TOKEN or --token-file "
         "(the master writes its token to <master home>/agent_token)"

@@ -5,11 +5,16 @@
 [--python PATTERN=PATH ...] [--container-runtime none|docker|podman]
 [--mount-namespaces auto|require|off] [--kill-on-exit]``
 
-``stalwart agent list [--json]`` lists the master's agents instead.
+``stalwart agent list [--json]`` lists the master's agents instead; ``stalwart agent tokens
+[--json]`` lists the agents' credentials and ``stalwart agent revoke AGENT_ID [--reenroll]``
+revokes one (admins; see docs/security.md).
 
 It syncs with the master until Ctrl-C or SIGTERM, then exits leaving its containers running
-(``--kill-on-exit`` stops them first). Without a token option it reads the default master's
-``~/.stalwart/agent_token`` when that file exists.
+(``--kill-on-exit`` stops them first). The token option gives the cluster's enrollment token:
+the agent's first sync enrolls it and the master issues it a token of its own, kept in
+``<home>/agent_token`` and presented from then on; with that file present no enrollment token
+is needed. Without a token option it reads the default master's ``~/.stalwart/agent_token``
+when that file exists.
 """
 
 from __future__ import annotations
@@ -27,13 +32,18 @@ from pydantic import ValidationError
 
 from stalwart._private import private_directory
 from stalwart.cli import common
+from stalwart.cli.agent_tokens import list_agent_tokens, revoke_agent_token
 from stalwart.cli.slot import list_agents
 from stalwart.errors import InvalidArgumentError
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Run the agent daemon (runs tasks for a master), or list agents.")
+app = typer.Typer(
+    help="Run the agent daemon (runs tasks for a master), list agents, or manage their tokens."
+)
 app.command("list")(list_agents)
+app.command("tokens")(list_agent_tokens)
+app.command("revoke")(revoke_agent_token)
 
 DEFAULT_HOME = Path("~/.stalwart/agent")
 DEFAULT_TOKEN_FILE = Path("~/.stalwart/agent_token")
@@ -59,7 +69,11 @@ def agent(
     pool: Annotated[str, typer.Option(help="The resource pool to serve.")] = "default",
     token: Annotated[
         str | None,
-        typer.Option(envvar="STALWART_AGENT_TOKEN", help="The cluster's agent token."),
+        typer.Option(
+            envvar="STALWART_AGENT_TOKEN",
+            help="The cluster's agent token, which enrolls the agent (not needed once "
+            "<home>/agent_token holds the agent's own).",
+        ),
     ] = None,
     token_file: Annotated[
         Path | None, typer.Option(help="Read the token from this file (<master home>/agent_token).")
@@ -109,6 +123,7 @@ def agent(
         return
     if master is None:
         raise typer.BadParameter("the agent needs its master's URL", param_hint="'--master'")
+    from stalwart.agent.credentials import TOKEN_FILE
     from stalwart.agent.devices import detect_slots
     from stalwart.agent.loop import create_agent
     from stalwart.agent.settings import (
@@ -118,15 +133,19 @@ def agent(
         read_token,
     )
 
+    agent_home = (home or DEFAULT_HOME).expanduser().absolute()
+    enrolled = (agent_home / TOKEN_FILE).is_file()  # then an enrollment token is optional
     try:
         settings = AgentSettings(
             master_url=master,
             agent_id=agent_id or socket.gethostname(),
-            token=read_token(token, token_file, DEFAULT_TOKEN_FILE.expanduser()),
+            token=read_token(
+                token, token_file, DEFAULT_TOKEN_FILE.expanduser(), required=not enrolled
+            ),
             resource_pool=pool,
             slots=slots,
             slot_type=slot_type,
-            home=(home or DEFAULT_HOME).expanduser().absolute(),
+            home=agent_home,
             addresses=[address] if address else [],
             pythons=[parse_python_mapping(item) for item in python or ()],
             container_runtime=container_runtime,

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import yaml
@@ -30,8 +31,10 @@ from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
 from stalwart.client.experiment import Experiment
 from stalwart.client.models import (
+    AgentTokenInfo,
     CreateExperimentResponse,
     GetAgentsResponse,
+    GetAgentTokensResponse,
     GetCheckpointResponse,
     GetExperimentResponse,
     GetExperimentsResponse,
@@ -43,6 +46,7 @@ from stalwart.client.models import (
     MasterLogEntry,
     MasterLogsResponse,
     MeResponse,
+    RevokeAgentTokenResponse,
     TaskSummary,
     UserResponse,
     V1Agent,
@@ -313,6 +317,21 @@ class Client:
     def list_agents(self) -> list[V1Agent]:
         """The agents the master knows, with their slots."""
         return self._session.get("/api/v1/agents", GetAgentsResponse).agents
+
+    def agent_tokens(self) -> list[AgentTokenInfo]:
+        """Every agent's credential: enrolled, first used, revoked (admins only)."""
+        return self._session.get("/api/v1/agents/tokens", GetAgentTokensResponse).agent_tokens
+
+    def revoke_agent_token(
+        self, agent_id: str, *, reenroll: bool = False
+    ) -> RevokeAgentTokenResponse:
+        """Revoke an agent's token (admins only): forbid the agent id (its token and the
+        enrollment token are refused from its next sync on), or with ``reenroll`` let it enroll
+        again with the enrollment token. NotFoundError when the id never enrolled."""
+        path = f"/api/v1/agents/{quote(agent_id, safe='')}/token"
+        params = {"reenroll": "true"} if reenroll else None
+        data = self._session.request("DELETE", path, params=params)
+        return RevokeAgentTokenResponse.model_validate(data or {})
 
     def list_tasks(self) -> dict[str, TaskSummary]:
         """Live allocations by allocation id (what the slots run)."""

@@ -13,15 +13,18 @@ Two names are the SDK's own: :data:`TaskSummary` is the master's ``AllocationSum
 
 from __future__ import annotations
 
-from stalwart.master.api.models.agents import AllocationSummary as TaskSummary
 from stalwart.master.api.models.agents import (
+    AgentTokenInfo,
     GetAgentsResponse,
+    GetAgentTokensResponse,
     GetTasksResponse,
+    RevokeAgentTokenResponse,
     V1Agent,
     V1Container,
     V1Device,
     V1Slot,
 )
+from stalwart.master.api.models.agents import AllocationSummary as TaskSummary
 from stalwart.master.api.models.agents import ResourcesSummary as TaskSummaryResources
 from stalwart.master.api.models.checkpoints import (
     CheckpointsResponse,
@@ -59,8 +62,10 @@ from stalwart.master.api.models.users import (
 )
 
 __all__ = [
+    "AgentTokenInfo",
     "CheckpointsResponse",
     "CreateExperimentResponse",
+    "GetAgentTokensResponse",
     "GetAgentsResponse",
     "GetCheckpointResponse",
     "GetExperimentResponse",
@@ -81,6 +86,7 @@ __all__ = [
     "MetricsWorkload",
     "ModelDefResponse",
     "Pagination",
+    "RevokeAgentTokenResponse",
     "TaskSummary",
     "TaskSummaryResources",
     "TrialLogsResponse",

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from stalwart import __version__
 from stalwart.master.api import (
     agent_sync,
+    agent_tokens,
     agents,
     allocations,
     auth,
@@ -72,8 +73,10 @@ def _cluster_id(session: Session) -> str:
 
 
 def _agent_token(session: Session, settings: MasterSettings) -> str:
-    """The configured agent token, or the cluster's generated one (written to
-    ``<home>/agent_token``, mode 0600, for local agents to read)."""
+    """The cluster's enrollment token: the configured one, or the cluster's generated one
+    (written to ``<home>/agent_token``, mode 0600, for local agents to read). It only enrolls
+    agents, which then sync with tokens of their own
+    (:mod:`stalwart.master.services.agent_credentials`)."""
     if settings.cluster.agent_token:
         return settings.cluster.agent_token
     found = session.get(MasterMeta, "agent_token")
@@ -168,6 +171,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         trials,
         checkpoints,
         logs,
+        agent_tokens,  # before agents: /agents/{agent_id} would take /agents/tokens
         agents,
         agent_sync,
         tasks,

@@ -122,8 +122,10 @@ class ClusterSettings(_Settings):
 
     agent_token: str = Field(
         default="",
-        description="Secret agents present (`X-Stalwart-Agent-Token`). Empty: the master "
-        "generates one at first start and writes it to `<home>/agent_token`.",
+        description="The enrollment token: the secret a new agent presents "
+        "(`X-Stalwart-Agent-Token`) to get a token of its own, which it uses from then on. "
+        "Empty: the master generates one at first start and writes it to "
+        "`<home>/agent_token`.",
     )
     agent_timeout: float = Field(
         default=60.0,

@@ -188,6 +188,8 @@ class MasterState:
     master_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     cluster_id: str = ""
     agent_token: str = ""
+    """The cluster's enrollment token (``cluster.agent_token`` or the generated one): it
+    enrolls agent ids without a credential; enrolled agents sync with their own tokens."""
     agent_reports: dict[str, object] = field(default_factory=dict)
     """The last report each agent registered with through this master: a sync repeating it
     only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""

@@ -19,7 +19,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.hpc.layout import BatchRequest
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Allocation, Experiment, Trial
@@ -29,7 +28,7 @@ from stalwart.master.rm.kubernetes.manifests import job_name
 from stalwart.master.state import MasterState
 from tests.k8s.fake_api import FakeKube
 from tests.master.cluster.test_slurm_manager import FakeSlurm
-from tests.master.conftest import make_settings
+from tests.master.conftest import enroll, make_settings
 from tests.master.test_allocations_api import create_experiment, live_server, login_headers
 
 WAIT_S = 30.0
@@ -67,6 +66,7 @@ def _a_hung_engine_holds_up_no_one(http: httpx.Client, state: MasterState, hang:
     answered while the engine still hangs. Release it; the round must end without error. The
     paused experiment's id."""
     headers = login_headers(http)
+    agent = enroll(http, "n1", state.agent_token)
     paused = create_experiment(http, headers)
     killed = create_experiment(http, headers)
     loop = ClusterLoop(state)
@@ -84,9 +84,7 @@ def _a_hung_engine_holds_up_no_one(http: httpx.Client, state: MasterState, hang:
         assert hang.entered.wait(WAIT_S), "the round never reached the engine"
         assert http.post(f"/api/v1/experiments/{paused}/pause", headers=headers).status_code == 200
         assert http.post(f"/api/v1/experiments/{killed}/kill", headers=headers).status_code == 200
-        synced = http.post(
-            "/api/v1/agents/n1/sync", json=SYNC, headers={AGENT_TOKEN_HEADER: state.agent_token}
-        )
+        synced = http.post("/api/v1/agents/n1/sync", json=SYNC, headers=agent)
         assert synced.status_code == 200, synced.text
         assert thread.is_alive()  # all of it answered while the engine still hangs
         assert _experiment_state(state, paused) == "PAUSED"

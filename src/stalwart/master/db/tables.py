@@ -40,6 +40,7 @@ __all__ = [
     "LIVE_CONTAINER_STATES",
     "NEVER_REUSE_IDS",
     "Agent",
+    "AgentCredential",
     "Allocation",
     "Base",
     "Checkpoint",
@@ -427,6 +428,27 @@ class Agent(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     connected: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class AgentCredential(Base):
+    """An agent's own token, issued when it enrolled with the cluster's enrollment token
+    (:mod:`stalwart.master.services.agent_credentials`). Only the token's SHA-256 is stored.
+
+    No foreign key to ``agents``: an agent enrolls before it registers, and forgetting an agent
+    does not forget its credential.
+    """
+
+    __tablename__ = "agent_credentials"
+    agent_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    """SHA-256 of the token, lower-case hex."""
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    confirmed_at: Mapped[dt.datetime | None] = mapped_column()
+    """When the agent first synced with the token (null: issued, not used yet: the enrollment
+    token may still replace it, so an enrollment answer lost on the way locks nobody out)."""
+    revoked_at: Mapped[dt.datetime | None] = mapped_column()
+    """When an admin forbade the agent id (null: live); a revoked id is refused with any token
+    until an admin allows it to enroll again (which deletes the row)."""
 
 
 class Slot(Base):

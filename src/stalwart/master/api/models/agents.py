@@ -18,6 +18,7 @@ from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 __all__ = [
     "RESOURCES_TYPE",
     "AcceleratorData",
+    "AgentTokenInfo",
     "AllGatherRequest",
     "AllGatherResponse",
     "AllocationSummary",
@@ -25,6 +26,7 @@ __all__ = [
     "DeviceStats",
     "DisableRequest",
     "GetAgentResponse",
+    "GetAgentTokensResponse",
     "GetAgentsResponse",
     "GetResourcePoolsResponse",
     "GetSlotResponse",
@@ -41,6 +43,7 @@ __all__ = [
     "RendezvousInfoResponse",
     "ResourcePoolDetail",
     "ResourcesSummary",
+    "RevokeAgentTokenResponse",
     "SlotStats",
     "V1Agent",
     "V1Allocation",
@@ -142,6 +145,44 @@ class DisableRequest(WireRequest):
     agent_id: str | None = Field(default=None, description="Repeats the path.")
     slot_id: str | None = Field(default=None, description="Repeats the path (slots).")
     drain: bool | None = Field(default=None, description="Let running work finish.")
+
+
+# --- agents' own tokens (a Stalwart extension; docs/security.md) ---------------------------------
+
+
+class AgentTokenInfo(WireModel):
+    """An agent's credential, as admins see it (never the token nor its hash)."""
+
+    agent_id: str = Field(description="The agent id the token opens.")
+    created_at: str = Field(description="When the agent enrolled (RFC 3339).")
+    confirmed_at: str | None = Field(
+        default=None,
+        description="When the agent first synced with its token (null: not used yet; the "
+        "enrollment token may still replace it).",
+    )
+    revoked_at: str | None = Field(
+        default=None,
+        description="When an admin forbade the agent id (null: the token is live).",
+    )
+
+
+class GetAgentTokensResponse(WireModel):
+    """``GET /api/v1/agents/tokens`` (admins): every agent credential, by agent id."""
+
+    agent_tokens: list[AgentTokenInfo] = Field(default_factory=list, description="By agent id.")
+
+
+class RevokeAgentTokenResponse(WireModel):
+    """``DELETE /api/v1/agents/{agent_id}/token`` (admins): what became of the credential."""
+
+    agent_id: str = Field(description="The agent id.")
+    reenroll: bool = Field(
+        description="True: the credential was deleted and the id may enroll again; false: the "
+        "id is forbidden until an admin lets it enroll again."
+    )
+    revoked_at: str | None = Field(
+        default=None, description="When the id was forbidden (null after a re-enrollment)."
+    )
 
 
 # --- tasks and allocations ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from stalwart.master.api.models.agents import (
+    AgentTokenInfo,
     AllocationSummary,
     DeviceList,
     DeviceStats,
@@ -18,10 +19,11 @@ from stalwart.master.api.models.agents import (
     V1Task,
 )
 from stalwart.master.api.models.common import wire_time
-from stalwart.master.db.tables import Agent, Allocation, Slot, Task
+from stalwart.master.db.tables import Agent, AgentCredential, Allocation, Slot, Task
 from stalwart.master.services.allocations import container_id
 
 __all__ = [
+    "agent_credential_to_wire",
     "agent_to_wire",
     "allocation_summary",
     "allocation_to_wire",
@@ -197,4 +199,16 @@ def task_to_wire(task: Task, allocations: Sequence[Allocation]) -> V1Task:
         allocations=[allocation_to_wire(a) for a in allocations],
         start_time=wire_time(task.start_time) or "",
         end_time=wire_time(task.end_time),
+    )
+
+
+def agent_credential_to_wire(row: AgentCredential) -> AgentTokenInfo:
+    """An agent credential without its secret part (the token's hash never leaves the master)."""
+    created = wire_time(row.created_at)
+    assert created is not None
+    return AgentTokenInfo(
+        agent_id=row.agent_id,
+        created_at=created,
+        confirmed_at=wire_time(row.confirmed_at),
+        revoked_at=wire_time(row.revoked_at),
     )
