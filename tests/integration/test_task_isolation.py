@@ -1,15 +1,15 @@
 """Task code cannot read the cluster's secrets (docs/security.md, "Task isolation").
 
 A real master and a real root agent run three experiments, one each for an admin, a non-admin,
-and a non-admin linked to an agent user (``det user link-with-agent-user``). Each task first
-runs ``probe.py``, which says which uid it runs as and tries to read the master's database and
-agent token and the agent's home, then trains and checkpoints as usual (``train.py``, into the
-master's default checkpoint storage). What users rely on:
+and a non-admin linked to an agent user (``det user link-with-agent-user``). Each task runs
+``probe.sh`` (a shell script: the task user may not be able to run the agent's Python here),
+which says which uid it runs as, tries to read the master's database and home, the cluster's
+agent token, the agent's home and the agent's own token, and writes a file where checkpoints go
+(``/determined_shared_fs``, the master's default storage). What users rely on:
 
 - a non-admin's task runs as the agent's unprivileged ``task_user`` (``nobody``), a linked
   user's as its linked uid, an admin's as the agent's own user (root);
-- neither non-admin task can read the master database, the agent token or the agent's home,
-  and both still train and checkpoint to the end;
+- neither non-admin task can read any of those, and both can still write checkpoints;
 - the agent token printed by the admin's task (which may read it) is masked in its served log.
 """
 
@@ -86,9 +86,10 @@ def test_tasks_of_non_admins_cannot_read_the_cluster_secrets(local: LocalCluster
     agent_home = local.agent_home("a1")
     targets = {
         "master_db": str(home / "master.db"),
-        "agent_token": str(home / "agent_token"),
+        "agent_token": str(home / "agent_token"),  # the cluster's enrollment token
         "master_home": str(home),
         "agent_home": str(agent_home),
+        "agents_own_token": str(agent_home / "agent_token"),
     }
     alice = _user(api, "alice")
     link = {"agentUid": LINKED_UID, "agentGid": LINKED_UID, "agentUser": "bob", "agentGroup": "bob"}

@@ -147,6 +147,7 @@ class AgentLoop:
         self.settings = daemon.settings
         self.credential = AgentCredential.load(self.settings.home, self.settings.token)
         """The token presented (the agent's own, or the enrollment token)."""
+        daemon.shipper.mask.add(self.credential.token)  # never shipped in a task's line
         self._stop_requested = threading.Event()
         self._on_close = list(on_close)
         self.syncs = 0  # successful round trips (for tests and logs)
@@ -263,6 +264,7 @@ class AgentLoop:
         self._failures = 0
         if response.agent_token is not None:  # enrolled: the answer carries nothing else
             await asyncio.to_thread(self.credential.adopt, response.agent_token)
+            self.daemon.shipper.mask.add(response.agent_token)
             self._sync_again()  # with the agent's own token
             return None
         self.syncs += 1
