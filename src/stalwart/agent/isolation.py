@@ -204,20 +204,29 @@ def probe(scratch: Path, python: str = sys.executable) -> MountNamespaces | str:
     return f"{detail.removeprefix('stalwart nsexec: ')} ({who})"
 
 
-def shared_fs_host_path(spec: TaskSpec) -> str | None:
-    """The ``host_path`` of the task's ``shared_fs`` checkpoint storage, if it has one.
-
-    Read from ``DET_EXPERIMENT_CONFIG`` (the fully defaulted config the master hands the task).
-    """
+def _shared_fs(config_json: str) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """``(config, storage, host_path)`` of an experiment config (JSON) whose checkpoint storage
+    is ``shared_fs`` with an absolute ``host_path``; None for anything else."""
     try:
-        config: Any = json.loads(spec.env.get("DET_EXPERIMENT_CONFIG") or "{}")
+        config: Any = json.loads(config_json or "{}")
     except ValueError:
         return None
     storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
     if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
         return None
     host_path = storage.get("host_path")
-    return host_path if isinstance(host_path, str) and os.path.isabs(host_path) else None
+    if not isinstance(host_path, str) or not os.path.isabs(host_path):
+        return None
+    return config, storage, host_path
+
+
+def shared_fs_host_path(spec: TaskSpec) -> str | None:
+    """The ``host_path`` of the task's ``shared_fs`` checkpoint storage, if it has one.
+
+    Read from ``DET_EXPERIMENT_CONFIG`` (the fully defaulted config the master hands the task).
+    """
+    found = _shared_fs(spec.env.get("DET_EXPERIMENT_CONFIG", ""))
+    return found[2] if found is not None else None
 
 
 def task_binds(spec: TaskSpec, workspace: Workspace) -> list[Bind]:
@@ -272,16 +281,10 @@ def config_seen_inside(config_json: str) -> str:
     reach the host's paths (it runs as another user): a ``shared_fs`` storage's ``host_path``
     becomes :data:`SHARED_FS_TARGET`, where the namespace mounts it (an absolute
     ``storage_path`` inside it becomes relative). Anything else is returned unchanged."""
-    try:
-        config: Any = json.loads(config_json or "{}")
-    except ValueError:
+    found = _shared_fs(config_json)
+    if found is None:
         return config_json
-    storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
-    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
-        return config_json
-    host_path = storage.get("host_path")
-    if not isinstance(host_path, str) or not os.path.isabs(host_path):
-        return config_json
+    config, storage, host_path = found
     inside = {**storage, "host_path": SHARED_FS_TARGET}
     sub = storage.get("storage_path")
     if isinstance(sub, str) and os.path.isabs(sub):
