@@ -26,6 +26,7 @@ from stalwart.agent.protocol import (
 from stalwart.master.app import open_state
 from stalwart.master.clock import ManualClock
 from stalwart.master.cluster.agent_sync import apply_sync
+from stalwart.master.cluster.lifecycle import TrialExit
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Agent, Allocation, Experiment, Slot, TaskLog, Trial, User
 from stalwart.master.rm.agent.manager import AgentManager
@@ -286,6 +287,39 @@ def test_master_restart_reattaches_running_containers(state: MasterState) -> Non
     assert response.kill == []
     assert response.start == []
     assert _allocations(state, spec.task_id)[0].state == "RUNNING"
+
+
+class _DiesBeforeItsSearchers(ClusterLoop):
+    """A master killed right after a round committed the end of an allocation, before that
+    round drove the searchers (the crash is where the process stops, not a patch of what it
+    does)."""
+
+    def _drive(self, hinted: set[int], exits: list[TrialExit], *, sweep: bool) -> None:
+        raise _Killed
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_a_trial_exit_reaches_the_searcher_across_a_master_kill(state: MasterState) -> None:
+    """The trial's end and the searcher's reaction were two transactions; a master killed
+    between them left the searcher waiting for the trial forever (its experiment stayed
+    ACTIVE). The exit is recorded on the trial and fed by the next master's first round."""
+    run = _running(state)
+    (trial,) = _trials(state, run.exp_id)
+    run.node.exit(run.spec.allocation_id, 0)
+    run.node.sync()
+    with pytest.raises(_Killed):
+        _DiesBeforeItsSearchers(state).run_round()
+    (trial,) = _trials(state, run.exp_id)
+    assert trial.state == "COMPLETED"
+    assert trial.searcher_exit == "EXITED"  # recorded with the end, not yet fed
+    assert _exp_state(state, run.exp_id) == "ACTIVE"
+    ClusterLoop(state).run_round()  # the next master process
+    assert _exp_state(state, run.exp_id) == "COMPLETED"
+    (trial,) = _trials(state, run.exp_id)
+    assert trial.searcher_exit is None  # fed once
 
 
 def _state_with(tmp_path: Path, **extra: object) -> MasterState:

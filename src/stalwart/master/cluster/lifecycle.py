@@ -19,9 +19,12 @@ agent lost it or could not start it):
 - trial STOPPING_*: settles to its terminal state once nothing runs; a trial killed by a user
   while its experiment runs is reported to the searcher as USER_CANCELED.
 
-The result says which searcher event the trial's end is (:class:`TrialExit`), if any; the caller
-feeds it to the experiment's searcher. Each step writes one line to the trial's logs (source
-``master``) so users see why a trial restarted or ended.
+The result says which searcher event the trial's end is (:class:`TrialExit`), if any. The same
+event is recorded on the trial (``trials.searcher_exit``, :func:`searcher_exit`) in the caller's
+transaction, and the experiment's searcher takes it from there
+(:func:`stalwart.master.cluster.search.drive`): a master killed after the end committed and
+before the searcher heard of it still feeds it once, at its next drive. Each step writes one
+line to the trial's logs (source ``master``) so users see why a trial restarted or ended.
 """
 
 from __future__ import annotations
@@ -42,9 +45,21 @@ from stalwart.master.transitions import (
     set_trial_state,
 )
 
-__all__ = ["TrialExit", "complete_trial", "end_allocation", "fail_trial", "master_log"]
+__all__ = [
+    "NORMAL_EXIT",
+    "TrialExit",
+    "complete_trial",
+    "end_allocation",
+    "fail_trial",
+    "master_log",
+    "searcher_exit",
+]
 
 _INVALID_HP = frozenset({"INVALID_HP", "EXITED_REASON_INVALID_HP", "INIT_INVALID_HP"})
+
+
+NORMAL_EXIT = "EXITED"
+"""``trials.searcher_exit`` of a trial that exited normally (or was stopped)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,13 @@ class TrialExit:
     trial_id: int
     request_id: str
     reason: ExitedReason | None = None
+
+
+def searcher_exit(trial: Trial, reason: ExitedReason | None) -> TrialExit:
+    """Record that ``trial`` left the search, for its searcher to be fed (durably, with the
+    caller's transaction); the event."""
+    trial.searcher_exit = NORMAL_EXIT if reason is None else reason.value
+    return TrialExit(trial.experiment_id, trial.id, trial.request_id, reason)
 
 
 def master_log(session: Session, task_id: str, allocation_id: str | None, text: str) -> None:
@@ -83,7 +105,7 @@ def complete_trial(session: Session, trial: Trial) -> TrialExit:
     reason = None
     if (trial.early_exit_reason or "") in _INVALID_HP:
         reason = ExitedReason.INVALID_HP
-    return TrialExit(trial.experiment_id, trial.id, trial.request_id, reason)
+    return searcher_exit(trial, reason)
 
 
 def fail_trial(session: Session, trial: Trial) -> TrialExit:
@@ -91,7 +113,7 @@ def fail_trial(session: Session, trial: Trial) -> TrialExit:
     if trial.state not in ("STOPPING_ERROR", "ERROR"):
         set_trial_state(session, trial, "STOPPING_ERROR")
     set_trial_state(session, trial, "ERROR")
-    return TrialExit(trial.experiment_id, trial.id, trial.request_id, ExitedReason.ERRORED)
+    return searcher_exit(trial, ExitedReason.ERRORED)
 
 
 def _describe(exit_code: int | None, reason: str | None) -> str:
@@ -156,7 +178,7 @@ def _trial_outcome(
         settle_trial(session, trial)
         log(f"trial {trial.id} stopped ({what}): {trial.state}")
         if was_killed and trial.state in TRIAL_TERMINAL and experiment.state == "ACTIVE":
-            return TrialExit(experiment.id, trial.id, trial.request_id, ExitedReason.USER_CANCELED)
+            return searcher_exit(trial, ExitedReason.USER_CANCELED)
         return None
     if trial.state != "ACTIVE":
         log(f"trial {trial.id} is {trial.state}: its run ended ({what})")

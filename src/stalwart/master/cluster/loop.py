@@ -197,10 +197,11 @@ class ClusterLoop:
 
     # 3. searchers
     def _drive(self, hinted: set[int], exits: list[TrialExit], *, sweep: bool) -> None:
-        by_experiment: dict[int, list[TrialExit]] = {}
-        for exit_ in exits:
-            by_experiment.setdefault(exit_.experiment_id, []).append(exit_)
-        ids = set(hinted) | set(by_experiment)
+        """Drive the searchers of the hinted experiments and of those with new exits (every
+        driven one on a sweep). The exits themselves are on their trials
+        (``trials.searcher_exit``): a master killed before this feeds them at its next
+        drive (the start's first round is a sweep)."""
+        ids = set(hinted) | {exit_.experiment_id for exit_ in exits}
         if sweep:
             with self._session() as session:
                 ids |= set(
@@ -213,7 +214,7 @@ class ClusterLoop:
                 experiment = session.get(Experiment, experiment_id)
                 if experiment is None:
                     continue
-                signals = drive(session, experiment, by_experiment.get(experiment_id, ()))
+                signals = drive(session, experiment)
                 self._commit(session, signals)
 
     # 4. requests

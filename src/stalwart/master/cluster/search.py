@@ -4,13 +4,15 @@ The searcher itself is pure (:mod:`stalwart.master.searcher`); this module is th
 loads it, feeds it events and carries out its actions, all inside the caller's transaction:
 
 - :func:`drive` loads the searcher from ``experiments.searcher_state`` (or creates it and takes
-  its initial actions), feeds it the validation reports stored since its cursor (the id of the
-  last ``metric_reports`` row it saw), the trials' progress and any :class:`TrialExit` events,
-  carries out the resulting actions, and saves the snapshot and cursor back. Because the
-  snapshot, the cursor and the rows the actions create commit together, a master killed at any
-  point re-reads exactly the events the saved searcher has not seen: nothing is fed twice and no
-  trial is created twice. (The cursor never skips a report: each experiment's validation ids
-  become visible in increasing order, see ``metrics.lock_validations``.)
+  its initial actions), feeds it the trials' exits it has not seen (``trials.searcher_exit``,
+  recorded with each trial's end, cleared here), the validation reports stored since its cursor
+  (the id of the last ``metric_reports`` row it saw) and the trials' progress, carries out the
+  resulting actions, and saves the snapshot and cursor back. Because the snapshot, the cursor,
+  the cleared exits and the rows the actions create commit together, a master killed at any
+  point re-reads exactly the events the saved searcher has not seen: nothing is fed twice,
+  nothing is lost, and no trial is created twice. (The cursor never skips a report: each
+  experiment's validation ids become visible in increasing order, see
+  ``metrics.lock_validations``.)
 - ``Create`` adds a trial (PAUSED while the experiment is paused; the loop gives ACTIVE trials
   allocations). ``Stop`` marks the trial ``searcher_stopped`` and asks its allocations to
   preempt; a trial with nothing running completes at once. ``Shutdown`` moves the experiment to
@@ -26,20 +28,19 @@ deliver after the commit.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.master.cluster.lifecycle import (
-    TrialExit,
+    NORMAL_EXIT,
     complete_trial,
     master_log,
 )
 from stalwart.master.db.tables import Experiment, MetricReport, Trial
 from stalwart.master.searcher.actions import Action, Create, Shutdown, Stop
-from stalwart.master.searcher.base import SearcherMetricError, SearchMethod
+from stalwart.master.searcher.base import ExitedReason, SearcherMetricError, SearchMethod
 from stalwart.master.searcher.factory import make_searcher
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import (
@@ -89,7 +90,7 @@ def _new_validations(
     return [(int(i), str(r), dict(m or {})) for i, r, m in rows]
 
 
-def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] = ()) -> Signals:
+def drive(session: Session, experiment: Experiment) -> Signals:
     """Feed the experiment's searcher everything new and carry out its actions (no commit)."""
     signals = Signals()
     if experiment.state not in DRIVEN_STATES:
@@ -99,8 +100,9 @@ def drive(session: Session, experiment: Experiment, exits: Sequence[TrialExit] =
     trials = _Trials(session, experiment.id)
     current = ""
     try:
-        for exit_ in exits:
-            pending.extend(_feed_exit(searcher, exit_))
+        for trial in _exited(session, experiment.id):
+            trials[trial.request_id] = trial
+            pending.extend(_feed_exit(searcher, trial))
         while True:
             batch = _new_validations(session, experiment, cursor)
             for report_id, request_id, metrics in batch:
@@ -165,10 +167,25 @@ def _live_progress(session: Session, experiment_id: int) -> list[tuple[str, floa
     return [(str(r), float(p or 0.0)) for r, p in rows]
 
 
-def _feed_exit(searcher: SearchMethod, exit_: TrialExit) -> list[Action]:
-    if exit_.reason is None:
-        return searcher.on_trial_exited(exit_.request_id)
-    return searcher.on_trial_exited_early(exit_.request_id, exit_.reason)
+def _exited(session: Session, experiment_id: int) -> list[Trial]:
+    """The experiment's trials whose exit the searcher has not been fed, in trial order."""
+    return list(
+        session.scalars(
+            select(Trial)
+            .where(Trial.experiment_id == experiment_id, Trial.searcher_exit.is_not(None))
+            .order_by(Trial.id)
+        )
+    )
+
+
+def _feed_exit(searcher: SearchMethod, trial: Trial) -> list[Action]:
+    """Feed the trial's recorded exit to the searcher, and clear it (same transaction)."""
+    recorded, trial.searcher_exit = trial.searcher_exit, None
+    if recorded is None:
+        return []
+    if recorded == NORMAL_EXIT:
+        return searcher.on_trial_exited(trial.request_id)
+    return searcher.on_trial_exited_early(trial.request_id, ExitedReason(recorded))
 
 
 def _carry_out(
@@ -197,7 +214,8 @@ def _carry_out(
             trial.searcher_stopped = True
             signals.merge(stop_allocations(session, trial, kill=False))
             if not live_allocations(session, trial) and trial.state == "ACTIVE":
-                pending.extend(_feed_exit(searcher, complete_trial(session, trial)))
+                complete_trial(session, trial)
+                pending.extend(_feed_exit(searcher, trial))
         elif isinstance(action, Shutdown):
             _shutdown(session, experiment, action)
             return

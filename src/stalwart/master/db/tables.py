@@ -254,6 +254,10 @@ class Trial(Base):
     early_exit_reason: Mapped[str | None] = mapped_column(String(64))
     run_metadata: Mapped[dict[str, Any] | None] = mapped_column()
     searcher_stopped: Mapped[bool] = mapped_column(Boolean, default=False)
+    searcher_exit: Mapped[str | None] = mapped_column(String(32))
+    """The trial's exit, not yet fed to its searcher: ``EXITED`` or an ``ExitedReason``. Set
+    in the transaction that ends the trial, cleared in the one that feeds the searcher
+    (:mod:`stalwart.master.cluster.search`), so a master killed in between loses nothing."""
 
 
 class Task(Base):

@@ -2,7 +2,7 @@
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-12-17 09:00:00
+Create Date: 2026-12-04 00:30:00
 
 Until this revision every agent synced with the one cluster token. From now on that token only
 enrolls an agent id that has no credential yet: the master answers a token of the agent's own
