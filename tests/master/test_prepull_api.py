@@ -5,7 +5,6 @@ stored on the allocation and served with the task (``imagePullSeconds``)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from stalwart.environments import load_manifest
 from stalwart.environments.images import FRAMEWORKS
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.app import create_app
+from stalwart.master.clock import ManualClock
 from stalwart.master.services.prepull import PrepullPlans
 from tests.master.conftest import enroll, make_settings
 
@@ -71,20 +71,29 @@ class _Master:
         return int(created.json()["experiment"]["id"])
 
 
+def _manual_clock(client: TestClient) -> ManualClock:
+    """Drive the master's clock by hand (the plan's refreshes read it)."""
+    clock = ManualClock()
+    client.app.state.master.clock = clock  # type: ignore[attr-defined]
+    return clock
+
+
 def test_each_agent_pool_is_sent_its_images_and_the_plan_follows_experiments(
     tmp_path: Path,
 ) -> None:
     settings = make_settings(tmp_path / "home", cluster={"prepull": {"refresh_seconds": 0.2}})
     with TestClient(create_app(settings, run_cluster=False)) as client:
+        clock = _manual_clock(client)
         master = _Master(client)
         master.sync("cpu-1", CPU)
         master.sync("gpu-1", GPU)
-        time.sleep(1.1)  # a pool new to the plan is picked up at most once a second
+        clock.advance(1.0)  # a pool new to the plan is picked up at most once a second
         assert master.sync("cpu-1", CPU)["prepull"] == _defaults("cpu")
         assert master.sync("gpu-1", GPU)["prepull"] == _defaults("cuda")
 
         master.create(CONFIG, pool="gpus")
-        time.sleep(0.3)  # the plan's refresh interval
+        assert "team/gpu-image:7" not in master.sync("gpu-1", GPU)["prepull"]  # not yet ...
+        clock.advance(0.25)  # ... until the plan's refresh interval (0.2 s) has passed
         assert master.sync("gpu-1", GPU)["prepull"] == [*_defaults("cuda"), "team/gpu-image:7"]
         assert "team/cpu-image:7" not in master.sync("cpu-1", CPU)["prepull"]
 
@@ -108,10 +117,11 @@ def test_without_defaults_only_experiment_images_are_planned_and_off_means_nothi
     with TestClient(
         create_app(make_settings(tmp_path / "a", cluster=bare), run_cluster=False)
     ) as c:
+        clock = _manual_clock(c)
         master = _Master(c)
         master.sync("cpu-1", CPU)
         master.create(CONFIG)
-        time.sleep(1.1)
+        clock.advance(1.0)
         assert master.sync("cpu-1", CPU)["prepull"] == ["team/cpu-image:7"]
     off = {"prepull": {"enabled": False}}
     with TestClient(create_app(make_settings(tmp_path / "b", cluster=off), run_cluster=False)) as c:

@@ -209,10 +209,12 @@ class MasterState:
     """The resource manager, built once from ``settings.resource_manager`` by
     ``open_state``; the loop and the API ask it for what they need."""
     prepull: PrepullPlans = field(init=False)
-    """The agent pools' pre-pull plan (sent with every agent sync)."""
+    """The agent pools' pre-pull plan (sent with every agent sync); it reads :attr:`clock`."""
 
     def __post_init__(self) -> None:
-        self.prepull = PrepullPlans.for_agents(self.settings.cluster.prepull, self.sessions)
+        self.prepull = PrepullPlans.for_agents(
+            self.settings.cluster.prepull, self.sessions, clock=lambda: self.clock.monotonic()
+        )
 
     @contextlib.contextmanager
     def step(self) -> Iterator[Session]:

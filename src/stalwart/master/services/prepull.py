@@ -122,14 +122,21 @@ class PrepullPlans:
         self._at: float | None = None
 
     @classmethod
-    def for_agents(cls, settings: PrepullSettings, sessions: Callable[[], Any]) -> PrepullPlans:
-        """The agent pools' plan; ``sessions`` opens a database session."""
+    def for_agents(
+        cls,
+        settings: PrepullSettings,
+        sessions: Callable[[], Any],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> PrepullPlans:
+        """The agent pools' plan; ``sessions`` opens a database session, ``clock`` tells the
+        time (the master's :class:`~stalwart.master.clock.Clock`)."""
 
         def compute() -> dict[str, list[str]]:
             with sessions() as session:
                 return plan_for(session, agent_pool_devices(session), settings)
 
-        return cls(settings, compute)
+        return cls(settings, compute, clock=clock)
 
     def images(self, pool: str) -> list[str]:
         """The images ``pool`` should hold ([] when pre-pull is off or the pool is unknown)."""
