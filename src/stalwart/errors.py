@@ -26,6 +26,7 @@ __all__ = [
     "StoredConfigError",
     "TooManyRequestsError",
     "UnauthenticatedError",
+    "UnavailableError",
 ]
 
 
@@ -170,6 +171,13 @@ class PayloadTooLargeError(StalwartError):
     """A request is over a configured size limit (HTTP 413)."""
 
     code = "payload_too_large"
+
+
+class UnavailableError(StalwartError):
+    """Something the request needs does not answer yet (HTTP 503): try again shortly (an
+    interactive task that is still starting)."""
+
+    code = "unavailable"
 
 
 class TooManyRequestsError(StalwartError):

@@ -32,12 +32,14 @@ from stalwart.master.api import (
     checkpoints,
     experiments,
     info,
+    interactive,
     logs,
     prepull,
     tasks,
     trials,
     users,
     workspace_roles,
+    workspaces,
 )
 from stalwart.master.api.browser import SecurityHeadersMiddleware
 from stalwart.master.api.errors import install_error_handlers
@@ -175,9 +177,11 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         agents,
         agent_sync,
         tasks,
+        interactive,
         allocations,
         batch,
         workspace_roles,
+        workspaces,
         prepull,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

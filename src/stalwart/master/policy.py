@@ -153,6 +153,9 @@ TASK_ROUTES = frozenset(
         "allocations.all_gather",
         "allocations.notify_container_running",
         "allocations.post_proxy_address",
+        "allocations.allocation_ready",
+        "allocations.allocation_waiting",
+        "interactive.report_idle",
         "batch.batch_start",
         "batch.batch_exit",
     )
@@ -339,16 +342,21 @@ def authorize_user_request(
             require_view_experiment(session, user, target.experiment)
         else:
             require_change_experiment(session, user, target.experiment)
-    elif (
-        target.task is not None
-        and action is Action.CHANGE
-        and not user.admin
-        and target.task.owner_id != user.id
-    ):
-        raise ForbiddenError(
-            f"user {user.username} cannot act on task {target.task.task_id}: only its owner "
-            "or an admin can"
-        )
+    elif target.task is not None and not user.admin and target.task.owner_id != user.id:
+        task = target.task
+        if action is Action.CHANGE:
+            raise ForbiddenError(
+                f"user {user.username} cannot act on task {task.task_id}: only its owner or "
+                "an admin can"
+            )
+        if task.workspace_id is not None and _role_of(session, user, task.workspace_id) < (
+            Role.VIEWER
+        ):
+            raise ForbiddenError(
+                f"user {user.username} has no role in workspace "
+                f"'{_workspace_name(session, task.workspace_id)}' of task {task.task_id} (ask "
+                "an admin of the workspace for one)"
+            )
     if (
         target.workspace_id is not None
         and action is Action.VIEW

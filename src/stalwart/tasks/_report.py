@@ -51,9 +51,10 @@ class Reporter:
             )
         return cls(task)
 
-    def ready(self) -> None:
-        """The service answers (idempotent)."""
-        self.session.post(f"/api/v1/allocations/{self.task.allocation_id}/ready")
+    def ready(self, os_user: str | None = None) -> None:
+        """The service answers (idempotent); a shell names the OS user its sshd logs in."""
+        body = {"stalwartOsUser": os_user} if os_user else None
+        self.session.post(f"/api/v1/allocations/{self.task.allocation_id}/ready", body)
 
     def waiting(self) -> None:
         """The service runs but waits for something to show (idempotent)."""

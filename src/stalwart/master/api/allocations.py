@@ -19,6 +19,7 @@ from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep, lo
 from stalwart.master.api.models.agents import (
     AllGatherRequest,
     AllGatherResponse,
+    AllocationReadyRequest,
     NotifyContainerRunningRequest,
     PostAcceleratorDataRequest,
     PreemptionSignalResponse,
@@ -28,6 +29,7 @@ from stalwart.master.api.models.agents import (
 from stalwart.master.api.models.common import Empty
 from stalwart.master.db.tables import Allocation
 from stalwart.master.services import allocations as alloc_service
+from stalwart.master.services import interactive
 from stalwart.master.state import MasterState, allocation_key
 from stalwart.master.transitions import ALLOCATION_STATES, set_allocation_state
 
@@ -221,5 +223,30 @@ async def notify_container_running(
 @router.post("/allocations/{allocation_id}/proxy_address", response_model=Empty)
 def post_proxy_address(allocation_id: str, caller: CallerDep, session: SessionDep) -> Empty:
     """Accepted and ignored: Stalwart does not proxy task ports yet."""
+    _authorize(session, allocation_id, caller)
+    return Empty()
+
+
+@router.post("/allocations/{allocation_id}/ready", response_model=Empty)
+def allocation_ready(
+    allocation_id: str,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    body: AllocationReadyRequest | None = None,
+) -> Empty:
+    """The task's service answers (an interactive task's program, or the official
+    ``check_ready_logs.py``): ``isReady``, and the proxy forwards to it."""
+    allocation = _authorize(session, allocation_id, caller)
+    os_user = body.stalwart_os_user if body is not None else None
+    interactive.mark_ready(session, allocation, state.clock.now(), os_user)
+    session.commit()
+    return Empty()
+
+
+@router.post("/allocations/{allocation_id}/waiting", response_model=Empty)
+def allocation_waiting(allocation_id: str, caller: CallerDep, session: SessionDep) -> Empty:
+    """The task's service runs but has nothing to show yet (a TensorBoard without event
+    files); the task stays not ready."""
     _authorize(session, allocation_id, caller)
     return Empty()

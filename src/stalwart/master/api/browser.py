@@ -5,7 +5,8 @@ keeps other sites from writing with a user's ``auth`` cookie (cross-site request
   master's own scripts, styles and API; no framing), ``X-Frame-Options: DENY``,
   ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin`` to every response.
   The API docs pages (``/docs``, ``/redoc``) load FastAPI's Swagger/ReDoc assets from a CDN
-  with an inline script, so they get the other headers but not the CSP.
+  with an inline script, so they get the other headers but not the CSP; neither do the
+  interactive tasks' pages under ``/proxy/`` (JupyterLab and TensorBoard set their own).
 - :func:`check_cookie_write`: a write (any method but GET, HEAD, OPTIONS) authenticated by the
   cookie alone must be JSON (the ``Content-Type`` as sent, before
   :class:`~stalwart.master.api.middleware.WireMiddleware` relabels it) and come from the
@@ -44,7 +45,7 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"referrer-policy", b"same-origin"),
 )
 _CSP_HEADER = (b"content-security-policy", CSP.encode())
-_NO_CSP_PATHS = ("/docs", "/redoc")
+_NO_CSP_PATHS = ("/docs", "/redoc", "/proxy/")
 
 ORIGINAL_CONTENT_TYPE = "stalwart.original_content_type"
 """Scope key: the ``Content-Type`` the client sent (WireMiddleware relabels API bodies)."""

@@ -44,6 +44,7 @@ __all__ = [
     "get_state",
     "long_poll",
     "require_admin",
+    "user_of_token",
 ]
 
 
@@ -123,6 +124,29 @@ def _allocation_caller(request: Request, session: Session, token: str) -> Caller
     return Caller(owner, allocation_id=allocation.id)
 
 
+def _live_session(session: Session, state: MasterState, token: str) -> UserSession | None:
+    """The user session ``token`` opens: unexpired, unrevoked, younger than
+    ``security.token_lifetime``; None otherwise."""
+    if not token:
+        return None
+    found = session.scalar(
+        select(UserSession).where(UserSession.token_sha256 == token_sha256(token))
+    )
+    now = utcnow()
+    lifetime = dt.timedelta(seconds=state.settings.security.token_lifetime)
+    if found is None or found.expires_at <= now or found.created_at + lifetime <= now:
+        return None
+    return found
+
+
+def user_of_token(session: Session, state: MasterState, token: str) -> User | None:
+    """The active user a session token belongs to (None: no such live session, or the user
+    is inactive); for routes that authenticate outside :func:`get_caller` (the proxy)."""
+    found = _live_session(session, state, token)
+    user = session.get(User, found.user_id) if found is not None else None
+    return user if user is not None and user.active else None
+
+
 def get_caller(request: Request, session: SessionDep) -> Caller:
     """Authenticate the request and apply :mod:`stalwart.master.policy` to it.
 
@@ -141,13 +165,9 @@ def get_caller(request: Request, session: SessionDep) -> Caller:
         raise UnauthenticatedError(
             "no credentials: log in first (`stalwart user login` or `det user login`)"
         )
-    found = session.scalar(
-        select(UserSession).where(UserSession.token_sha256 == token_sha256(token))
-    )
-    now = utcnow()
     state: MasterState = request.app.state.master
-    lifetime = dt.timedelta(seconds=state.settings.security.token_lifetime)
-    if found is None or found.expires_at <= now or found.created_at + lifetime <= now:
+    found = _live_session(session, state, token)
+    if found is None:
         raise UnauthenticatedError(
             "invalid, expired or revoked session token: log in again "
             "(`stalwart user login` or `det user login`)"

@@ -22,6 +22,7 @@ from stalwart.master.api.models.agents import (
 from stalwart.master.api.wire.agents import allocation_summary, task_to_wire
 from stalwart.master.db.tables import Allocation, Experiment, Slot, Task
 from stalwart.master.services import allocations as alloc_service
+from stalwart.master.services import interactive
 
 __all__ = ["router"]
 
@@ -31,6 +32,9 @@ DEFAULT_PRIORITY = 42
 
 
 def _priority(session: Session, task: Task | None, cache: dict[int, int | None]) -> int | None:
+    if task is not None and task.experiment_id is None and task.config is not None:
+        priority = interactive.task_config(task).resources.priority
+        return priority if priority is not None else DEFAULT_PRIORITY
     if task is None or task.experiment_id is None:
         return DEFAULT_PRIORITY
     if task.experiment_id not in cache:
@@ -42,16 +46,26 @@ def _priority(session: Session, task: Task | None, cache: dict[int, int | None])
 
 
 def _hidden_tasks(session: Session, caller: Caller) -> set[str]:
-    """Tasks of experiments in workspaces the caller may not see (usually none)."""
+    """Tasks of experiments, and live interactive tasks, in workspaces the caller may not see
+    (usually none)."""
+    out = {
+        task.task_id
+        for task in session.scalars(
+            select(Task)
+            .join(Allocation, Allocation.task_id == Task.task_id)
+            .where(Task.workspace_id.is_not(None), Allocation.state != "TERMINATED")
+        )
+        if not interactive.can_view(session, caller.user, task)
+    }
     hidden = policy.hidden_project_ids(session, caller.user)
     if not hidden:
-        return set()
+        return out
     query = (
         select(Task.task_id)
         .join(Experiment, Experiment.id == Task.experiment_id)
         .where(Experiment.project_id.in_(hidden))
     )
-    return set(session.scalars(query))
+    return out | set(session.scalars(query))
 
 
 @router.get("/tasks", response_model=GetTasksResponse)

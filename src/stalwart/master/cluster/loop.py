@@ -42,12 +42,13 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from stalwart.master.cluster.checkpoint_gc import collect_experiment
-from stalwart.master.cluster.lifecycle import TrialExit, end_allocation
+from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.cluster.search import DRIVEN_STATES, drive
 from stalwart.master.db.tables import Allocation, Container, Experiment, Trial
 from stalwart.master.rm.base import Reattaches, ResourceManager
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.experiments import Signals, settle_experiment
+from stalwart.master.services.interactive import idle_expired, stop_task, task_config
 from stalwart.master.services.tasks import start_allocation
 from stalwart.master.state import ROUND_KEY, MasterState
 from stalwart.master.transitions import (
@@ -141,6 +142,7 @@ class ClusterLoop:
             self.state.notifier.notify(ROUND_KEY)
         with self.state.lifecycle:
             self._preemption_timeouts()
+            self._idle_timeouts()
             ended = self._settle()
         for experiment_id in ended:  # file deletions: outside the lock
             collect_experiment(self.state.sessions, experiment_id)
@@ -270,6 +272,19 @@ class ClusterLoop:
             if overdue:
                 log.warning("killing allocations that did not preempt in time: %s", overdue)
                 self._commit(session, Signals(kill=set(overdue)))
+
+    # 6b. idle interactive tasks
+    def _idle_timeouts(self) -> None:
+        """Kill interactive tasks idle past their ``idle_timeout``, with a line in their log."""
+        with self._session() as session:
+            woken: set[str] = set()
+            for task in idle_expired(session, self.state.clock.now()):
+                seconds = task_config(task).idle_seconds
+                reason = f"idle for {seconds:.0f} s (idle_timeout): stopped by the master"
+                master_log(session, task.task_id, None, reason)
+                woken |= stop_task(session, task, reason)
+            if woken:
+                self._commit(session, Signals(kill=woken))
 
     # 7. settling and checkpoint GC
     def _settle(self) -> list[int]:

@@ -274,6 +274,21 @@ class Task(Base):
     name: Mapped[str] = mapped_column(String(255), default="")
     start_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
     end_time: Mapped[dt.datetime | None] = mapped_column()
+    workspace_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="SET NULL"), index=True
+    )
+    """The workspace of an interactive task (commands, notebooks, shells, TensorBoards,
+    generic tasks); None for a trial's task (its experiment's project says)."""
+    config: Mapped[dict[str, Any] | None] = mapped_column()
+    """An interactive task's fully defaulted command config (``det cmd config``)."""
+    context: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    """An interactive task's uploaded files (``-c`` / ``-i``) as ``.tar.gz``."""
+    secrets: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
+    """An interactive task's own secrets: the notebook token, the shell's key pair. Served only
+    to the task's owner (or an admin) and to the task's own containers."""
+    extra: Mapped[dict[str, Any] | None] = mapped_column()
+    """What an interactive task was made from: a TensorBoard's experiment and trial ids, a
+    generic task's parent and fork."""
 
 
 class Allocation(Base):
@@ -299,6 +314,13 @@ class Allocation(Base):
     accelerator_data: Mapped[dict[str, Any] | None] = mapped_column()
     batch_job_id: Mapped[str | None] = mapped_column(String(64))
     """The batch system's job id (Slurm) once submitted; None on agents."""
+    is_ready: Mapped[bool] = mapped_column(Boolean, default=False)
+    """The task's service answers (``POST /allocations/{id}/ready``); trials: once RUNNING."""
+    last_activity: Mapped[dt.datetime | None] = mapped_column()
+    """When a user last used the task's service (proxied request, a notebook reporting it is
+    not idle); an interactive task idle past its ``idle_timeout`` is killed."""
+    idle: Mapped[bool | None] = mapped_column(Boolean)
+    """A notebook's last idle report (None: none yet)."""
     pull_seconds: Mapped[float | None] = mapped_column(Float)
     """Seconds spent pulling the task's image before it started, the longest over its
     containers (None: nothing was pulled, or not known yet). Written only through

@@ -119,12 +119,13 @@ def authorize_task(
 
 
 def context_directory(session: Session, task_id: str) -> bytes | None:
-    """The stored model-definition archive (``.tar.gz``) of a task's experiment, if any."""
+    """The stored model-definition archive (``.tar.gz``) of a task's experiment, or the files
+    uploaded with an interactive task, if any."""
     task = session.get(Task, task_id)
     if task is None:
         raise NotFoundError(f"task {task_id} not found")
     if task.experiment_id is None:
-        return None
+        return task.context
     experiment = session.get(Experiment, task.experiment_id)
     return experiment.model_definition if experiment is not None else None
 

@@ -36,7 +36,7 @@ from stalwart.master.services.model_def import build_archive, extract_archive
 from stalwart.master.services.petnames import petname
 from stalwart.master.settings import MasterSettings
 
-__all__ = ["CreatedExperiment", "create_experiment", "defaulted_config"]
+__all__ = ["CreatedExperiment", "create_experiment", "defaulted_config", "fill_images"]
 
 _PREFIX = "invalid experiment configuration: "
 
@@ -88,7 +88,7 @@ def defaulted_config(
     repro = config.setdefault("reproducibility", {})
     if repro.get("experiment_seed") is None:
         repro["experiment_seed"] = int(time.time())
-    notices += _fill_images(config, archive)
+    notices += fill_images(config, archive)
     return config, notices
 
 
@@ -100,7 +100,7 @@ def _pool_of(data: Mapping[str, Any], template: Mapping[str, Any] | None) -> str
     return "default"
 
 
-def _fill_images(config: dict[str, Any], archive: bytes | None) -> list[str]:
+def fill_images(config: dict[str, Any], archive: bytes | None) -> list[str]:
     """Fill every unset device image; the model's imports pick the framework's family."""
     environment = config.setdefault("environment", {})
     image = dict(environment.get("image") or {})

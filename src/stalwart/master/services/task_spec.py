@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType, RunAs, TaskSpec
+from stalwart.config.command import CommandConfig
 from stalwart.config.environment import EnvironmentConfig
 from stalwart.environments.prepull import experiment_image
 from stalwart.master.db.tables import (
@@ -35,6 +36,7 @@ from stalwart.master.db.tables import (
 )
 from stalwart.master.services.allocations import container_id
 from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.services.interactive import tensorboard_sources
 
 __all__ = [
     "PORT_BASES",
@@ -42,6 +44,7 @@ __all__ = [
     "allocation_task_specs",
     "entrypoint_argv",
     "free_port_offset",
+    "interactive_task_specs",
     "ports_for",
     "registry_auth_of",
     "run_as_of",
@@ -53,8 +56,11 @@ PORT_BASES: Mapping[str, int] = {
     "INTER_TRAIN_PROCESS_COMM_PORT_1": 12360,
     "INTER_TRAIN_PROCESS_COMM_PORT_2": 12365,
     "C10D_PORT": 29400,
+    "DET_SERVICE_PORT": 12370,
 }
-"""Determined's port bases; an allocation with offset ``k`` gets ``base + k`` for each."""
+"""Determined's port bases, and Stalwart's port of an interactive task's service (a notebook,
+TensorBoard or shell listens there; the master's proxy forwards to it); an allocation with
+offset ``k`` gets ``base + k`` for each."""
 
 _MAX_PORT_OFFSET = 5
 """Offsets go 0..4 per base before the next base's range (12350 + 4 < 12360)."""
@@ -153,10 +159,25 @@ def allocation_task_specs(
     device_type: DeviceType,
     cluster_id: str,
 ) -> list[TaskSpec] | None:
-    """The specs of a trial allocation's containers, read from the database (one query for the
-    trial, its experiment and owner; one for its latest checkpoint); None when the allocation's
-    task is not a trial (or is gone). Used by agent placement and by batch (Slurm) submission.
+    """The specs of an allocation's containers, read from the database: a trial's (one query
+    for the trial, its experiment and owner; one for its latest checkpoint) or an interactive
+    task's (:func:`interactive_task_specs`); None when the task is gone. Used by agent
+    placement and by batch (Slurm, PBS, Kubernetes) submission.
     """
+    task = session.get(Task, allocation.task_id)
+    if task is not None and task.trial_id is None and task.config is not None:
+        owner = session.get(User, task.owner_id) if task.owner_id is not None else None
+        return interactive_task_specs(
+            session,
+            task,
+            allocation,
+            containers,
+            token=token,
+            ports=ports,
+            device_type=device_type,
+            cluster_id=cluster_id,
+            owner=owner,
+        )
     found = session.execute(
         select(Trial, Experiment, User, Experiment.model_definition.is_not(None))
         .join(Task, Task.trial_id == Trial.id)
@@ -297,3 +318,128 @@ def trial_task_specs(
             )
         )
     return specs
+
+
+def _interactive_argv(task: Task, config: CommandConfig) -> list[str]:
+    """What an interactive task runs: its entrypoint, or Stalwart's program for its kind."""
+    program = _PROGRAMS.get(task.task_type)
+    if program is None:
+        entrypoint = config.entrypoint
+        if isinstance(entrypoint, list) and len(entrypoint) == 1:
+            entrypoint = entrypoint[0]  # `det cmd run 'a | b'`: one word, a shell line
+        return entrypoint_argv(entrypoint)
+    extra = list(config.tensorboard_args) if task.task_type == "TENSORBOARD" else []
+    return ["python3", "-m", program, *extra]
+
+
+_PROGRAMS: Mapping[str, str] = {
+    "NOTEBOOK": "stalwart.tasks.notebook",
+    "SHELL": "stalwart.tasks.shell",
+    "TENSORBOARD": "stalwart.tasks.tensorboard",
+}
+"""The in-task programs (:mod:`stalwart.tasks`) of the kinds that serve something."""
+
+
+def interactive_task_specs(
+    session: Session,
+    task: Task,
+    allocation: Allocation,
+    containers: Sequence[ContainerPlan],
+    *,
+    token: str,
+    ports: Mapping[str, int],
+    device_type: DeviceType,
+    cluster_id: str,
+    owner: User | None,
+) -> list[TaskSpec]:
+    """One spec per container of an interactive task's allocation (the contract of
+    :mod:`stalwart.tasks`)."""
+    config = CommandConfig.model_validate(task.config or {})
+    environment = config.environment
+    secrets = task.secrets or {}
+    service_port = str(ports["DET_SERVICE_PORT"])
+    env = {
+        **_user_environment(environment, device_type),
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_TASK_ID": task.task_id,
+        "DET_ALLOCATION_ID": allocation.id,
+        "DET_SESSION_TOKEN": token,
+        "DET_TASK_TYPE": task.task_type,
+        "DET_USER": owner.username if owner is not None else "",
+        "DET_RESOURCES_TYPE": "docker-container",
+        "DET_SEGMENT_ENABLED": "false",
+        "DET_TASK_LOGGING_METADATA": json.dumps(
+            {"task_id": task.task_id, "allocation_id": allocation.id}
+        ),
+        "DET_SERVICE_PORT": service_port,
+    }
+    if task.task_type == "NOTEBOOK":
+        env |= {
+            "NOTEBOOK_PORT": service_port,
+            "DET_NOTEBOOK_TOKEN": str(secrets.get("notebook_token", "")),
+            "NOTEBOOK_IDLE_TYPE": config.notebook_idle_type,
+        }
+    elif task.task_type == "SHELL":
+        env["DET_SHELL_AUTHORIZED_KEYS"] = str(secrets.get("public_key", ""))
+    elif task.task_type == "TENSORBOARD":
+        env["TENSORBOARD_PORT"] = service_port
+        if owner is not None:
+            env["DET_TENSORBOARD_SOURCES"] = json.dumps(
+                tensorboard_sources(session, owner, task.extra or {})
+            )
+    argv = _interactive_argv(task, config)
+    image = _command_image(config, device_type)
+    specs = []
+    for plan in containers:
+        cid = container_id(allocation.id, plan.rank)
+        cluster_info = {
+            "master_url": "",
+            "cluster_id": cluster_id,
+            "agent_id": plan.agent_id,
+            "slot_ids": list(plan.device_indices),
+            "task_id": task.task_id,
+            "allocation_id": allocation.id,
+            "session_token": token,
+            "task_type": task.task_type,
+            "master_cert_name": None,
+            "master_cert_file": None,
+            "latest_checkpoint": None,
+        }
+        specs.append(
+            TaskSpec(
+                allocation_id=allocation.id,
+                task_id=task.task_id,
+                rank=plan.rank,
+                container_id=cid,
+                slot_ids=list(plan.slot_ids),
+                device_type=device_type,
+                image=image,
+                force_pull_image=environment.force_pull_image,
+                registry_auth=registry_auth_of(environment),
+                argv=argv,
+                env={
+                    **env,
+                    "DET_SLOT_IDS": json.dumps(list(plan.device_indices)),
+                    "DET_RESOURCES_ID": cid,
+                    "DET_CONTAINER_ID": cid,
+                },
+                info_files={
+                    "cluster.json": json.dumps(cluster_info),
+                    "resources.json": json.dumps({"gpu_uuids": []}),
+                },
+                has_context=task.context is not None,
+                token=token,
+                user=owner.username if owner is not None else "",
+                run_as=run_as_of(owner),
+                privileged=owner is not None and owner.admin,
+            )
+        )
+    return specs
+
+
+def _command_image(config: CommandConfig, device: DeviceType) -> str:
+    if config.slots == 0:
+        device = "cpu"
+    images = config.environment.image
+    named = {"cpu": images.cpu, "cuda": images.cuda, "rocm": images.rocm}[device]
+    return named.strip() if named else ""

@@ -229,6 +229,16 @@ class GetTasksResponse(WireModel):
     )
 
 
+class AllocationReadyRequest(WireRequest):
+    """``v1AllocationReadyRequest`` (the official client sends ``allocationId``) plus
+    Stalwart's ``stalwartOsUser``: the OS user a shell's sshd logs in."""
+
+    allocation_id: str | None = Field(default=None, description="The allocation (ignored).")
+    stalwart_os_user: str | None = Field(
+        default=None, description="Shells: the OS user to ssh in as."
+    )
+
+
 class V1Allocation(WireModel):
     """``v1Allocation``: REQUIRED taskId, state, allocationId, slots."""
 

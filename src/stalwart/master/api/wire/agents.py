@@ -21,6 +21,7 @@ from stalwart.master.api.models.agents import (
 from stalwart.master.api.models.common import wire_time
 from stalwart.master.db.tables import Agent, AgentCredential, Allocation, Slot, Task
 from stalwart.master.services.allocations import container_id
+from stalwart.master.services.interactive import WIRE_TASK_STATES
 
 __all__ = [
     "agent_credential_to_wire",
@@ -41,16 +42,6 @@ _CONTAINER_STATE = {
     "STARTING": "STATE_STARTING",
     "RUNNING": "STATE_RUNNING",
     "TERMINATING": "STATE_RUNNING",
-    "TERMINATED": "STATE_TERMINATED",
-}
-_TASK_STATE = {
-    "PENDING": "STATE_QUEUED",
-    "ASSIGNED": "STATE_QUEUED",
-    "WAITING": "STATE_WAITING",
-    "PULLING": "STATE_PULLING",
-    "STARTING": "STATE_STARTING",
-    "RUNNING": "STATE_RUNNING",
-    "TERMINATING": "STATE_TERMINATING",
     "TERMINATED": "STATE_TERMINATED",
 }
 
@@ -175,14 +166,20 @@ def allocation_summary(
     )
 
 
-def allocation_to_wire(allocation: Allocation) -> V1Allocation:
-    """The wire form of an allocation row."""
+SERVING_TASK_TYPES = frozenset({"NOTEBOOK", "SHELL", "TENSORBOARD"})
+"""Task types whose allocation is ready only once its service says it answers."""
+
+
+def allocation_to_wire(allocation: Allocation, *, serves: bool = False) -> V1Allocation:
+    """The wire form of an allocation row. ``isReady``: a task that ``serves`` something
+    (notebook, shell, TensorBoard) once it said so, any other once it runs."""
+    running = allocation.state == "RUNNING"
     return V1Allocation(
         task_id=allocation.task_id,
-        state=_TASK_STATE.get(allocation.state, "STATE_UNSPECIFIED"),
+        state=WIRE_TASK_STATES.get(allocation.state, "STATE_UNSPECIFIED"),
         allocation_id=allocation.id,
         slots=allocation.slots,
-        is_ready=allocation.state == "RUNNING",
+        is_ready=running and (allocation.is_ready or not serves),
         start_time=wire_time(allocation.start_time),
         end_time=wire_time(allocation.end_time),
         exit_reason=allocation.exit_reason,
@@ -196,7 +193,9 @@ def task_to_wire(task: Task, allocations: Sequence[Allocation]) -> V1Task:
     return V1Task(
         task_id=task.task_id,
         task_type=f"TASK_TYPE_{task.task_type}",
-        allocations=[allocation_to_wire(a) for a in allocations],
+        allocations=[
+            allocation_to_wire(a, serves=task.task_type in SERVING_TASK_TYPES) for a in allocations
+        ],
         start_time=wire_time(task.start_time) or "",
         end_time=wire_time(task.end_time),
     )

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from stalwart.config.experiment import ExperimentConfig
 from stalwart.config.resources import ResourcesConfig
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
@@ -47,6 +49,7 @@ from stalwart.master.scheduler import (
 )
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config_of
+from stalwart.master.services.interactive import task_resources
 from stalwart.master.services.task_spec import (
     ContainerPlan,
     free_port_offset,
@@ -127,34 +130,32 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
             pool_devices[agent.resource_pool] = _pool_device(slots)
     rows = session.execute(
-        select(Allocation, Experiment.id)
+        select(Allocation, Task.experiment_id, Task.config)
         .join(Task, Task.task_id == Allocation.task_id)
-        .join(Experiment, Experiment.id == Task.experiment_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
     # One config per experiment (not per allocation: a config is decoded JSON of some size).
     wanted = select(Experiment.id, Experiment.config).where(
-        Experiment.id.in_({exp_id for _, exp_id in rows})
+        Experiment.id.in_({exp_id for _, exp_id, _ in rows if exp_id is not None})
     )
     configs = {row.id: typed_config_of(row.id, row.config) for row in session.execute(wanted)}
     placed = _assignments(
         session, [row[0].id for row in rows if row[0].state in PLACED_ALLOCATION_STATES]
     )
     requests, groups = [], {}
-    for allocation, exp_id in rows:
-        config = configs.get(exp_id)
-        res = config.resources if config is not None else ResourcesConfig()
+    for allocation, exp_id, task_config in rows:
+        res, group = _resources(configs, exp_id, task_config, allocation.task_id)
         running = allocation.state in PLACED_ALLOCATION_STATES
         requests.append(
             Request(
                 allocation_id=allocation.id,
-                group_id=str(exp_id),
+                group_id=group,
                 slots_needed=allocation.slots,
                 pool=allocation.resource_pool,
                 priority=res.priority if res.priority is not None else 42,
                 weight=float(res.weight or 1.0),
-                submitted_order=int(exp_id),
+                submitted_order=int(exp_id or 0),
                 is_single_node=res.is_single_node,
                 device_type=pool_devices.get(allocation.resource_pool, "cpu"),
                 running=running,
@@ -162,13 +163,30 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
                 preempting=bool(allocation.preempt_requested) if running else False,
             )
         )
-        groups[str(exp_id)] = GroupLimits(group_id=str(exp_id), max_slots=res.max_slots)
+        groups[group] = GroupLimits(group_id=group, max_slots=res.max_slots)
     return Snapshot(
         agents=tuple(views),
         requests=tuple(r for r in requests if not r.running or r.assignment),
         groups=tuple(groups.values()),
         pools=pool_settings(settings),
     )
+
+
+def _resources(
+    configs: Mapping[int, ExperimentConfig],
+    experiment_id: int | None,
+    task_config: Mapping[str, Any] | None,
+    task_id: str,
+) -> tuple[ResourcesConfig, str]:
+    """The resources section and scheduling group of an allocation: its experiment's, or an
+    interactive task's own (each interactive task is a group of its own and goes ahead of
+    experiments of the same priority, as the user waits for it)."""
+    if experiment_id is not None:
+        config = configs.get(experiment_id)
+        return (config.resources if config is not None else ResourcesConfig()), str(experiment_id)
+    if task_config is not None:
+        return task_resources(task_config), task_id
+    return ResourcesConfig(), task_id
 
 
 def unschedulable_reason(snapshot: Snapshot, request: Request) -> str | None:
@@ -190,10 +208,13 @@ def unschedulable_reason(snapshot: Snapshot, request: Request) -> str | None:
     if capacity >= request.slots_needed:
         return None
     where = "on one agent" if request.is_single_node else "in total"
+    what, setting = ("the trial", "slots_per_trial")
+    if request.group_id == request.allocation_id.rsplit(".", 1)[0]:  # an interactive task
+        what, setting = ("the task", "slots")
     return (
-        f"waiting: the trial needs {request.slots_needed} {request.device_type} slots but "
+        f"waiting: {what} needs {request.slots_needed} {request.device_type} slots but "
         f"resource pool {request.pool!r} has {capacity} {where}; add agents or lower "
-        "resources.slots_per_trial"
+        f"resources.{setting}"
     )
 
 
