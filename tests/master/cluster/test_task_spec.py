@@ -7,6 +7,7 @@ import pytest
 from stalwart.agent.protocol import RunAs
 from stalwart.master.db.tables import User
 from stalwart.master.services.task_spec import (
+    PORT_BASES,
     entrypoint_argv,
     free_port_offset,
     ports_for,
@@ -33,7 +34,7 @@ def test_ports_never_collide() -> None:
         offset = free_port_offset(used)
         used.add(offset)
         ports = set(ports_for(offset).values())
-        assert len(ports) == 4
+        assert len(ports) == len(PORT_BASES)
         assert not ports & seen
         seen |= ports
     assert ports_for(0)["C10D_PORT"] == 29400
