@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down
+.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ slurm-up:
 
 slurm-down:
 	bash scripts/slurm/stop.sh
+
+# Debian's openssh-server (and libnss-wrapper) for shell tasks, `python -m stalwart.tasks.shell`
+# (root; idempotent). `make test` installs it by itself under CI=true (tests/tasks/test_shell.py);
+# see docs/contributing/tasks-shell.md.
+sshd:
+	bash scripts/sshd/install.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
