@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch,deepspeed]'
+	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch,deepspeed,notebook,tensorboard]'
 	touch $(STAMP)
 
 install: $(STAMP)

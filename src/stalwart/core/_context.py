@@ -5,8 +5,11 @@ Contract:
 - ``init()`` takes Determined 0.38's keyword arguments. Inside a task (:func:`env.current` is
   set) it builds contexts that talk to the master; outside one it builds the local twins
   (metrics printed and kept in memory, checkpoints under ``./checkpoints`` or the given
-  ``checkpoint_storage``, never preempted). ``tensorboard_mode`` and ``async_checkpointing`` are
-  accepted and ignored.
+  ``checkpoint_storage``, never preempted). ``async_checkpointing`` is accepted and ignored.
+- ``tensorboard_mode`` (trial tasks): TensorBoard files under ``train.get_tensorboard_path()``
+  go to the trial's directory in the experiment config's ``checkpoint_storage`` (the one the
+  master's TensorBoard tasks read), uploaded automatically (``AUTO``) or by
+  ``train.upload_tensorboard_files()`` (``MANUAL``); see :mod:`stalwart.core._train`.
 - A trial task calls ``POST /api/v1/runs/start`` once, at ``init()``, to register its checkpoint
   storage (the answer's ``storageId`` goes into every checkpoint report).
 - A multi-slot or multi-container task needs an explicit ``distributed`` (:class:`ValueError`).
@@ -40,7 +43,7 @@ from stalwart.core._searcher import (
     parse_max_length,
     parse_units,
 )
-from stalwart.core._storage import storage_config_of, storage_from_argument
+from stalwart.core._storage import StorageBackend, storage_config_of, storage_from_argument
 from stalwart.core._train import (
     EarlyExitReason,
     InvalidHP,
@@ -48,6 +51,7 @@ from stalwart.core._train import (
     TensorboardMode,
     TrainContext,
 )
+from stalwart.storage.tensorboard import TensorboardFiles
 
 __all__ = ["DEFAULT_LOCAL_CHECKPOINTS", "Context", "build_context", "init"]
 
@@ -152,6 +156,25 @@ def _local(
     )
 
 
+def _tensorboard_files(
+    env: task_env.TaskEnv,
+    trial: task_env.TrialEnv,
+    storage: StorageBackend,
+    storage_arg: StorageArg,
+    configured: Any,
+) -> TensorboardFiles | None:
+    """Where the trial's TensorBoard files go: the experiment config's storage (TensorBoard
+    tasks read that one, whatever ``init()`` was given); None, logged, when it cannot open."""
+    try:
+        tb_storage = storage
+        if configured and storage_arg is not configured:
+            tb_storage = storage_from_argument(configured)
+        return TensorboardFiles(tb_storage, env.cluster_id, trial.experiment_id, trial.trial_id)
+    except Exception as exc:
+        logger.warning("TensorBoard files will not be uploaded: %s", exc)
+        return None
+
+
 def _trial(
     env: task_env.TaskEnv,
     trial: task_env.TrialEnv,
@@ -159,13 +182,16 @@ def _trial(
     dist: DistributedContext,
     checkpoint_storage: StorageArg | None,
     preempt_mode: PreemptMode,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
 ) -> Context:
+    configured = trial.config.get("checkpoint_storage")
     storage_arg: StorageArg | None = checkpoint_storage
     if storage_arg is None:
-        storage_arg = trial.config.get("checkpoint_storage")
+        storage_arg = configured
     if not storage_arg:
         raise ValueError("the experiment config has no checkpoint_storage")
     storage = storage_from_argument(storage_arg)
+    tensorboard_files = _tensorboard_files(env, trial, storage, storage_arg, configured)
     started = session.post(
         "/api/v1/runs/start",
         {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)},
@@ -178,6 +204,8 @@ def _trial(
         experiment_id=trial.experiment_id,
         allocation_id=env.allocation_id,
         rank=dist.rank,
+        tensorboard_mode=tensorboard_mode,
+        tensorboard_files=tensorboard_files,
     )
     max_length = parse_max_length(trial.config)
     initial_steps = trial.steps_completed
@@ -219,9 +247,11 @@ def build_context(
     checkpoint_storage: StorageArg | None = None,
     preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
     retry: RetryPolicy | None = None,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
 ) -> Context:
     """:func:`init` for a given task environment (None: off-cluster) and retry policy."""
     mode = PreemptMode(preempt_mode)
+    tb_mode = TensorboardMode(tensorboard_mode)
     if env is None:
         return _local(distributed, checkpoint_storage, mode)
     rendezvous = env.rendezvous
@@ -233,7 +263,7 @@ def build_context(
     try:
         if env.trial is None:
             return _local(dist, checkpoint_storage, mode, ClusterInfo(env), session)
-        return _trial(env, env.trial, session, dist, checkpoint_storage, mode)
+        return _trial(env, env.trial, session, dist, checkpoint_storage, mode, tb_mode)
     except BaseException:
         session.close()
         raise
@@ -254,13 +284,14 @@ def init(
         checkpoint_storage: a directory path or a ``checkpoint_storage`` config dict; default:
             the experiment's storage in a task, ``./checkpoints`` off-cluster.
         preempt_mode: who calls ``preempt.should_preempt()`` (:class:`PreemptMode`).
-        tensorboard_mode: accepted; TensorBoard files are not handled yet.
+        tensorboard_mode: ``AUTO`` uploads the files under ``train.get_tensorboard_path()``
+            after each report; with ``MANUAL`` call ``train.upload_tensorboard_files()``.
         async_checkpointing: accepted; checkpoints are stored synchronously.
     """
-    TensorboardMode(tensorboard_mode)
     return build_context(
         task_env.current(),
         distributed=distributed,
         checkpoint_storage=checkpoint_storage,
         preempt_mode=preempt_mode,
+        tensorboard_mode=tensorboard_mode,
     )

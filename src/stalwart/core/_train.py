@@ -9,6 +9,11 @@ Contract:
   values are dropped with a warning; NaN and infinities are sent as ``"NaN"``/``"Infinity"``.
 - Progress, early exit, status and run metadata are posted synchronously (retried while the
   master is unreachable).
+- TensorBoard files (:mod:`stalwart.core._tensorboard`): the training code writes them into
+  :meth:`get_tensorboard_path`. With ``TensorboardMode.AUTO`` the chief (rank 0) uploads new
+  and changed files after each training or validation report (at most once a second) and at
+  ``close``; with ``MANUAL`` the code calls :meth:`TrainContext.upload_tensorboard_files`
+  (any rank; every call uploads). Nothing writes metrics into event files (upload only).
 - :class:`LocalTrainContext` is the off-cluster twin: reports are printed to stdout and kept in
   :attr:`LocalTrainContext.reports`; nothing is sent anywhere.
 """
@@ -27,6 +32,8 @@ from stalwart import errors
 from stalwart.core._client import Session
 from stalwart.core._json import jsonable
 from stalwart.core._metrics import MetricsReport, MetricsShipper, prepare_report
+from stalwart.core._tensorboard import TensorboardUploader
+from stalwart.storage.tensorboard import TensorboardFiles
 
 __all__ = [
     "EarlyExitReason",
@@ -43,10 +50,8 @@ VALIDATION = "validation"
 
 
 class TensorboardMode(enum.Enum):
-    """``AUTO``: the harness writes and uploads TensorBoard files; ``MANUAL``: the user does.
-
-    Accepted by ``core.init``; TensorBoard files are not written or uploaded yet in either mode.
-    """
+    """``AUTO``: the harness uploads the TensorBoard files after each report and at the end;
+    ``MANUAL``: the training code calls ``upload_tensorboard_files()`` itself."""
 
     AUTO = "AUTO"
     MANUAL = "MANUAL"
@@ -92,8 +97,12 @@ class _Reporting:
     def _report(self, report: MetricsReport) -> None:
         raise NotImplementedError
 
+    def _after_report(self) -> None:
+        """Called after a training or validation report (TensorBoard's automatic upload)."""
+
     def get_tensorboard_path(self) -> Path:
-        """A local directory for TensorBoard files (created; not uploaded yet)."""
+        """A local directory for TensorBoard files (created); see the module contract for
+        how they are uploaded."""
         self._tensorboard_path.mkdir(parents=True, exist_ok=True)
         return self._tensorboard_path
 
@@ -106,11 +115,13 @@ class _Reporting:
         """Report training metrics at ``steps_completed`` (batch metrics are kept, not shown)."""
         self._report(prepare_report(TRAINING, steps_completed, metrics, batch_metrics))
         self.latest_training_steps = steps_completed
+        self._after_report()
 
     def report_validation_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
         """Report validation metrics; the searcher reads ``searcher.metric`` from them."""
         checked = _validation_metrics(metrics)
         self._report(prepare_report(VALIDATION, steps_completed, checked))
+        self._after_report()
 
     def report_metrics(self, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
         """Report metrics of any group (``training`` and ``validation`` are the built-in ones)."""
@@ -138,12 +149,32 @@ class TrainContext(_Reporting):
         experiment_id: int,
         allocation_id: str,
         rank: int = 0,
+        tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+        tensorboard_files: TensorboardFiles | None = None,
     ) -> None:
         self._session = session
         self._trial_id = trial_id
         self._experiment_id = experiment_id
         self._tensorboard_path = Path(tempfile.gettempdir()) / f"tensorboard-{allocation_id}-{rank}"
         self._shipper = MetricsShipper(session, trial_id, trial_run_id)
+        self._tensorboard_mode = TensorboardMode(tensorboard_mode)
+        self._rank = rank
+        self._tensorboard = (
+            TensorboardUploader(tensorboard_files, self._tensorboard_path, rank)
+            if tensorboard_files is not None
+            else None
+        )
+
+    @property
+    def _auto_upload(self) -> TensorboardUploader | None:
+        """The uploader when this process uploads automatically (AUTO mode, the chief)."""
+        if self._tensorboard_mode is TensorboardMode.AUTO and self._rank == 0:
+            return self._tensorboard
+        return None
+
+    def _after_report(self) -> None:
+        if (uploader := self._auto_upload) is not None:
+            uploader.sync()
 
     def _report(self, report: MetricsReport) -> None:
         logger.info(
@@ -205,12 +236,23 @@ class TrainContext(_Reporting):
         selector: Callable[[Path], bool] = lambda _: True,
         mangler: Callable[[Path, int], Path] = lambda p, _: p,
     ) -> None:
-        """Accepted; TensorBoard storage is not implemented yet, so nothing is uploaded."""
-        logger.warning("upload_tensorboard_files(): TensorBoard uploads are not supported yet")
+        """Upload new and changed files under :meth:`get_tensorboard_path` (``MANUAL`` mode
+        only; ``selector`` gets each file's path, ``mangler`` the relative path and the rank
+        and names the stored file)."""
+        if self._tensorboard_mode is TensorboardMode.AUTO:
+            raise RuntimeError("upload_tensorboard_files can only be used in MANUAL mode")
+        if self._tensorboard is None:
+            raise ValueError("tensorboard manager is required for this method")
+        self._tensorboard.sync(selector, mangler, force=True)
 
     def close(self, *, raise_errors: bool = True) -> None:
-        """Flush the queued metrics (see :meth:`MetricsShipper.close`)."""
-        self._shipper.close(raise_errors=raise_errors)
+        """Upload the last TensorBoard files (AUTO mode, chief), then flush the queued metrics
+        (see :meth:`MetricsShipper.close`)."""
+        try:
+            if (uploader := self._auto_upload) is not None:
+                uploader.sync(force=True)
+        finally:
+            self._shipper.close(raise_errors=raise_errors)
 
 
 class LocalTrainContext(_Reporting):
