@@ -320,7 +320,9 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _serve(sshd: Path, files: SshdFiles, env: Mapping[str, str], reporter: Reporter) -> int:
+def _serve(
+    sshd: Path, files: SshdFiles, env: Mapping[str, str], reporter: Reporter, user: str
+) -> int:
     proc = subprocess.Popen(
         [str(sshd), "-D", "-e", "-f", str(files.config)],
         stdin=subprocess.DEVNULL,
@@ -345,7 +347,7 @@ def _serve(sshd: Path, files: SshdFiles, env: Mapping[str, str], reporter: Repor
         if not ready and READY_LINE in line:
             ready = True
             try:
-                reporter.ready()
+                reporter.ready(os_user=user)  # the name `det shell` logs in with
             except StalwartError as exc:
                 _log(f"the master did not take the ready report: {exc}")
                 failed = True
@@ -379,7 +381,7 @@ def main() -> int:
     try:
         sshd_env, user = _prepare(files, environ, keys, port)
         _log(f"starting {sshd} on port {port}; log in as {user}")
-        return _serve(sshd, files, sshd_env, reporter)
+        return _serve(sshd, files, sshd_env, reporter, user)
     except (OSError, subprocess.CalledProcessError, ShellError) as exc:
         _log(f"cannot start sshd: {exc}")
         return 1
