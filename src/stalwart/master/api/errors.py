@@ -64,6 +64,7 @@ _STATUS: dict[str, tuple[int, int, str]] = {
     errors.AlreadyExistsError.code: (409, 6, "AlreadyExists"),
     errors.PayloadTooLargeError.code: (413, 8, "ResourceExhausted"),
     errors.TooManyRequestsError.code: (429, 8, "ResourceExhausted"),
+    errors.UnavailableError.code: (503, 14, "Unavailable"),
 }
 _INTERNAL = (500, 13, "Internal")
 _BY_HTTP = {
