@@ -189,3 +189,10 @@ class TooManyRequestsError(StalwartError):
     def __init__(self, message: str, *, retry_after: int, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.retry_after = max(1, retry_after)
+
+
+class UnavailableError(StalwartError):
+    """Something the request needs does not answer now (a task's service still starting, a
+    node out of reach); the same request may succeed in a moment (HTTP 503)."""
+
+    code = "unavailable"

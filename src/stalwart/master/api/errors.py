@@ -65,6 +65,7 @@ _STATUS: dict[str, tuple[int, int, str]] = {
     errors.PayloadTooLargeError.code: (413, 8, "ResourceExhausted"),
     errors.UnavailableError.code: (503, 14, "Unavailable"),
     errors.TooManyRequestsError.code: (429, 8, "ResourceExhausted"),
+    errors.UnavailableError.code: (503, 14, "Unavailable"),
 }
 _INTERNAL = (500, 13, "Internal")
 _BY_HTTP = {
