@@ -173,13 +173,6 @@ class PayloadTooLargeError(StalwartError):
     code = "payload_too_large"
 
 
-class UnavailableError(StalwartError):
-    """Something the request needs does not answer yet (HTTP 503): try again shortly (an
-    interactive task that is still starting)."""
-
-    code = "unavailable"
-
-
 class TooManyRequestsError(StalwartError):
     """Too many attempts in a short time (HTTP 429); ``retry_after`` says how many seconds to
     wait before trying again (sent as the ``Retry-After`` header)."""

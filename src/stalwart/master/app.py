@@ -35,6 +35,7 @@ from stalwart.master.api import (
     interactive,
     logs,
     prepull,
+    proxy,
     tasks,
     trials,
     users,
@@ -49,6 +50,7 @@ from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
 from stalwart.master.home import prepare_home
+from stalwart.master.proxy import close_clients
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.logs import install_log_wakeups
@@ -150,6 +152,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
                 if loop is not None:
                     loop.stop()
                 state.rm.close()
+                await close_clients()  # the proxy's connections to tasks
                 log.info("master %s stopping", state.master_id)
                 state.engine.dispose()
 
@@ -165,6 +168,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     app.add_middleware(StopMiddleware, gate=gate)  # a stop answers before the app does anything
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer carries them
     app.include_router(info.info_router)
+    app.include_router(proxy.router)  # /proxy/{task_id}/...: interactive tasks' services
     for module in (
         info,
         auth,

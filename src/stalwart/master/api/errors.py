@@ -63,7 +63,6 @@ _STATUS: dict[str, tuple[int, int, str]] = {
     errors.NotFoundError.code: (404, 5, "NotFound"),
     errors.AlreadyExistsError.code: (409, 6, "AlreadyExists"),
     errors.PayloadTooLargeError.code: (413, 8, "ResourceExhausted"),
-    errors.UnavailableError.code: (503, 14, "Unavailable"),
     errors.TooManyRequestsError.code: (429, 8, "ResourceExhausted"),
     errors.UnavailableError.code: (503, 14, "Unavailable"),
 }

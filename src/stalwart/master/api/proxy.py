@@ -37,7 +37,13 @@ from stalwart.errors import (
 )
 from stalwart.master.api.deps import user_of_token
 from stalwart.master.db.tables import Allocation, Task, User
-from stalwart.master.proxy import ProxyTarget, forward_http, forward_websocket, tunnel_tcp
+from stalwart.master.proxy import (
+    ProxyTarget,
+    forward_http,
+    forward_websocket,
+    request_path,
+    tunnel_tcp,
+)
 from stalwart.master.rm.base import ServiceAddresses
 from stalwart.master.services import interactive
 from stalwart.master.state import MasterState
@@ -67,7 +73,7 @@ def _notebook_token(query_token: str | None, authorization: str | None) -> str |
 def _user(
     session: Session,
     state: MasterState,
-    task: Task,
+    task: Task | None,
     *,
     query_token: str | None,
     authorization: str | None,
@@ -75,11 +81,12 @@ def _user(
 ) -> User:
     """Who is asking (see the module docstring); UnauthenticatedError when no one."""
     token = _notebook_token(query_token, authorization)
-    secret = (task.secrets or {}).get("notebook_token")
-    if token and isinstance(secret, str) and hmac.compare_digest(token, secret):
-        owner = session.get(User, task.owner_id) if task.owner_id is not None else None
-        if owner is not None and owner.active:
-            return owner
+    secret = (task.secrets or {}).get("notebook_token") if task is not None else None
+    if task is not None and token and isinstance(secret, str):
+        if hmac.compare_digest(token, secret):
+            owner = session.get(User, task.owner_id) if task.owner_id is not None else None
+            if owner is not None and owner.active:
+                return owner
     bearer = None
     if authorization and authorization.lower().startswith("bearer "):
         bearer = authorization[7:].strip()
@@ -126,16 +133,18 @@ def _pass(
     state: MasterState,
     task_id: str,
     *,
+    tunnel: bool,
     query_token: str | None,
     authorization: str | None,
     cookie: str | None,
 ) -> _Pass:
-    """Authorize and locate (see the module docstring); notes the activity."""
+    """Authorize and locate (see the module docstring); notes the activity. ``tunnel``: a
+    WebSocket, which reaches a shell without master credentials."""
     with state.sessions() as session:
         task = session.get(Task, task_id)
-        if task is None or task.trial_id is not None:
-            raise NotFoundError(f"task {task_id} not found")
-        if task.task_type != "SHELL":
+        if task is not None and task.trial_id is not None:
+            task = None  # a trial serves nothing through the proxy
+        if not (tunnel and task is not None and task.task_type == "SHELL"):
             user = _user(
                 session,
                 state,
@@ -144,7 +153,11 @@ def _pass(
                 authorization=authorization,
                 cookie=cookie,
             )
+            if task is None:
+                raise NotFoundError(f"task {task_id} not found")
             _may_use(session, user, task)
+        if task is None:
+            raise NotFoundError(f"task {task_id} not found")
         target, allocation = _target(session, state, task)
         if interactive.note_activity(allocation, state.clock.now()):
             session.commit()
@@ -167,11 +180,12 @@ async def proxy_http(task_id: str, path: str, request: Request) -> Response:
         _pass,
         _state(request),
         task_id,
+        tunnel=False,
         query_token=request.query_params.get("token"),
         authorization=request.headers.get("authorization"),
         cookie=request.cookies.get("auth"),
     )
-    return await forward_http(request, passed.target, f"proxy/{task_id}/{path}")
+    return await forward_http(request, passed.target, request_path(request))
 
 
 @router.websocket("/proxy/{task_id}/{path:path}")
@@ -182,6 +196,7 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
             _pass,
             _state(websocket),
             task_id,
+            tunnel=True,
             query_token=websocket.query_params.get("token"),
             authorization=websocket.headers.get("authorization"),
             cookie=websocket.cookies.get("auth"),
@@ -195,4 +210,4 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
     if passed.target.tcp:
         await tunnel_tcp(websocket, passed.target)
     else:
-        await forward_websocket(websocket, passed.target, f"proxy/{task_id}/{path}")
+        await forward_websocket(websocket, passed.target, request_path(websocket))
