@@ -97,12 +97,14 @@ class LocalCluster:
         """The master's URL."""
         return f"http://{self.host}:{self.port}"
 
-    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, args: Sequence[str], prefix: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         logs = self.home / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{name}.log", "ab") as out:
             return subprocess.Popen(
-                [sys.executable, "-m", "stalwart", *args],
+                [*prefix, sys.executable, "-m", "stalwart", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -157,15 +159,22 @@ class LocalCluster:
         pool: str | None = None,
         extra: Sequence[str] = (),
         timeout: float = 60.0,
+        master_url: str | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
-        """Start an agent and wait until it has synced with the master."""
+        """Start an agent and wait until it has synced with the master.
+
+        ``master_url``: how the agent reaches the master (default :attr:`url`); ``prefix``: a
+        command the agent runs under, e.g. ``ip netns exec NODE`` for an agent on a node of
+        its own (tests).
+        """
         home = self.agent_home(agent_id)
         ready = home / "ready"
         ready.unlink(missing_ok=True)
         args = [
             "agent",
             "--master",
-            self.url,
+            master_url or self.url,
             "--id",
             agent_id,
             "--home",
@@ -179,7 +188,7 @@ class LocalCluster:
             args += ["--slots", str(slots)]
         if pool is not None:
             args += ["--pool", pool]
-        proc = self._spawn(f"agent-{agent_id}", args)
+        proc = self._spawn(f"agent-{agent_id}", args, prefix)
         self.agents[agent_id] = proc
         self._wait_ready(f"agent {agent_id}", proc, ready.exists, timeout)
 

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -173,12 +173,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=15)
 
 
-def _start_master(workdir: Path) -> MasterProcess:
+def _start_master(workdir: Path, extra: Sequence[str] = ()) -> MasterProcess:
+    """A master on a free port of ``workdir``, with ``extra`` arguments (``--host``...)."""
     home = workdir / "master-home"
     log_path = workdir / "master.log"
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [_stalwart_executable(), "master", "--port", str(port), "--home", str(home)]
+    cmd = [_stalwart_executable(), "master", "--port", str(port), "--home", str(home), *extra]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             cmd,

@@ -69,6 +69,15 @@ def test_upstream_headers_hide_credentials_and_say_where_the_request_came_from()
     ]
 
 
+def test_a_notebooks_own_token_reaches_it() -> None:
+    sent = [("Authorization", "token notebook-token")]
+    assert upstream_headers(sent, upstream_host="h:1", client_host=None, scheme="http") == [
+        ("Host", "h:1"),
+        ("Authorization", "token notebook-token"),
+        ("X-Forwarded-Proto", "http"),
+    ]
+
+
 def test_websocket_upstream_headers_leave_the_handshake_to_each_hop() -> None:
     sent = [
         ("Host", "master.example"),

@@ -55,14 +55,18 @@ def get_workspaces(
     caller: CallerDep,
     session: SessionDep,
     name: str | None = None,
+    name_case_sensitive: Annotated[str | None, Query(alias="nameCaseSensitive")] = None,
     archived: bool | None = None,
     offset: int = 0,
     limit: Annotated[int, Query(ge=0)] = 0,
 ) -> GetWorkspacesResponse:
-    """The workspaces the caller may see, by id (``name``: exact, case-insensitive)."""
+    """The workspaces the caller may see, by id (``name``: exact, case-insensitive;
+    ``nameCaseSensitive``: exact)."""
     query = select(Workspace).order_by(Workspace.id)
     if name is not None:
         query = query.where(func.lower(Workspace.name) == name.lower())
+    if name_case_sensitive is not None:
+        query = query.where(Workspace.name == name_case_sensitive)
     if archived is not None:
         query = query.where(Workspace.archived.is_(archived))
     visible = [

@@ -5,9 +5,10 @@ To the task's service (:func:`upstream_headers`):
 - hop-by-hop headers are dropped (RFC 9110 section 7.6.1: ``Connection``, ``Keep-Alive``,
   ``Proxy-*``, ``TE``, ``Trailer``, ``Transfer-Encoding``, ``Upgrade``, and every header the
   ``Connection`` header names), and so is ``Expect`` (``100-continue`` is negotiated per hop);
-- the user's master credentials never reach a task: ``Authorization`` is dropped, and the
-  master's session cookie :data:`AUTH_COOKIE` is taken out of ``Cookie`` (the other cookies,
-  such as Jupyter's ``_xsrf``, stay);
+- the user's master credentials never reach a task: ``Authorization`` is dropped unless it
+  carries a task's own token (``Authorization: token T``, the scheme Jupyter reads; the proxy
+  checked it is that notebook's), and the master's session cookie :data:`AUTH_COOKIE` is taken
+  out of ``Cookie`` (the other cookies, such as Jupyter's ``_xsrf``, stay);
 - ``Host`` is the service's ``host:port``; ``X-Forwarded-For`` gets the client's address
   appended; ``X-Forwarded-Proto`` (``http``/``https``) and ``X-Forwarded-Host`` (the ``Host``
   the client asked the master for) are set.
@@ -99,6 +100,9 @@ def upstream_headers(
     forwarded_for: list[str] = []
     for name, value in strip_hop_by_hop(incoming):
         lower = name.lower()
+        if lower == "authorization" and value[:6].lower() == "token ":
+            result.append((name, value))  # the task's own token (Jupyter's scheme)
+            continue
         if lower in _NOT_UPSTREAM or lower in _FORWARDED:
             continue
         if websocket and (lower.startswith("sec-websocket-") or lower == "content-length"):
