@@ -14,6 +14,8 @@ reach them there: nothing of a task is on this host's loopback. What users rely 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from websockets.sync.client import connect
 
 from stalwart.local import LocalCluster
 from tests.compat.conftest import Det, MasterProcess, _start_master, _stop, describe
-from tests.compat.test_det_workflows import UUID, _det
+from tests.compat.test_det_workflows import UUID, WORKFLOWS, _det
 from tests.netns import Node, network_node, require_netns
 
 pytestmark = pytest.mark.compat
@@ -46,7 +48,9 @@ def node() -> Iterator[Node]:
 
 
 @pytest.fixture(scope="module")
-def stalwart_master(tmp_path_factory: pytest.TempPathFactory, node: Node) -> Iterator[MasterProcess]:
+def stalwart_master(
+    tmp_path_factory: pytest.TempPathFactory, node: Node
+) -> Iterator[MasterProcess]:
     """A master listening on every address (the node reaches it at its link's host end)."""
     workdir = tmp_path_factory.mktemp("master")
     (workdir / "master.yaml").write_text(MASTER_CONFIG)
@@ -235,3 +239,38 @@ def test_an_idle_notebook_is_stopped(admin: Det) -> None:
     _wait_state(admin, "notebook", notebook_id, "TERMINATED")
     logs = admin.ok("task", "logs", notebook_id).stdout
     assert "idle_timeout" in logs, logs
+
+
+def test_a_tensorboard_shows_the_experiments_trials(admin: Det, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(WORKFLOWS / "tb_trial.py", model / "tb_trial.py")
+    config = tmp_path / "tb.yaml"
+    config.write_text(
+        "name: tensorboard-source\n"
+        "entrypoint: python3 tb_trial.py\n"
+        "searcher:\n  name: single\n  metric: loss\n  smaller_is_better: true\n"
+        "resources:\n  slots_per_trial: 0\n"
+        "max_restarts: 0\n"
+    )
+    created = admin.ok("experiment", "create", str(config), str(model), "--follow-first-trial")
+    found = re.search(r"Created experiment (\d+)", created.stdout)
+    assert found is not None, describe(created)
+    exp_id = int(found.group(1))
+    trial_id = _get(admin, f"/api/v1/experiments/{exp_id}/trials")["trials"][0]["id"]
+    done = admin.run("tensorboard", "start", str(exp_id), "--no-browser", timeout=WAIT_S)
+    assert done.returncode == 0, describe(done)
+    board = UUID.search(done.stdout)
+    assert board is not None, describe(done)
+    try:
+        runs = httpx.get(
+            f"{admin.master.url}/proxy/{board.group(0)}/data/runs",
+            headers={"Authorization": f"Bearer {_token(admin)}"},
+            timeout=30,
+        )
+        assert runs.status_code == 200, runs.text
+        assert f"experiment_{exp_id}/trial_{trial_id}" in runs.json()
+        listed = json.loads(admin.ok("tensorboard", "list", "--json").stdout)
+        assert [t["experimentIds"] for t in listed if t["id"] == board.group(0)] == [[exp_id]]
+    finally:
+        admin.ok("tensorboard", "kill", board.group(0))

@@ -130,11 +130,11 @@ def _launch(
     return svc.Launch(
         kind=kind,
         config=body.config,
-        files=[f.model_dump() for f in body.files],
+        files=[f.model_dump() for f in body.files or []],
         workspace_id=body.workspace_id,
         template_name=body.template_name,
-        experiment_ids=body.experiment_ids,
-        trial_ids=body.trial_ids,
+        experiment_ids=body.experiment_ids or [],
+        trial_ids=body.trial_ids or [],
     )
 
 
@@ -255,7 +255,7 @@ def create_generic_task(
         if project is None:
             raise NotFoundError(f"project {body.project_id} not found")
         workspace_id = project.workspace_id
-    files = [f.model_dump() for f in body.context_directory]
+    files = [f.model_dump() for f in body.context_directory or []]
     extra: dict[str, Any] = {}
     context = None
     if body.parent_id:

@@ -68,12 +68,12 @@ class LaunchRequest(WireRequest):
 
     config: dict[str, Any] | None = Field(default=None, description="The task config.")
     template_name: str | None = Field(default=None, description="A config template.")
-    files: list[V1File] = Field(default_factory=list, description="Files (-c / -i).")
+    files: list[V1File] | None = Field(default=None, description="Files (-c / -i).")
     workspace_id: int | None = Field(default=None, description="Its workspace (default 1).")
     data: str | None = Field(default=None, description="Accepted and ignored.")
     preview: bool | None = Field(default=None, description="Only check and show the config.")
-    experiment_ids: list[int] = Field(default_factory=list, description="TensorBoards.")
-    trial_ids: list[int] = Field(default_factory=list, description="TensorBoards.")
+    experiment_ids: list[int] | None = Field(default=None, description="TensorBoards.")
+    trial_ids: list[int] | None = Field(default=None, description="TensorBoards.")
 
 
 class GetInteractiveTaskResponse(WireModel):
@@ -96,7 +96,7 @@ class CreateGenericTaskRequest(WireRequest):
     """``v1CreateGenericTaskRequest`` (``det task create``)."""
 
     config: str = Field(description="The task config as YAML text.")
-    context_directory: list[V1File] = Field(default_factory=list, description="Its files.")
+    context_directory: list[V1File] | None = Field(default=None, description="Its files.")
     project_id: int | None = Field(default=None, description="Its project (its workspace).")
     forked_from: str | None = Field(default=None, description="The task it was forked from.")
     parent_id: str | None = Field(default=None, description="Its parent task.")
