@@ -82,11 +82,15 @@ def _user(
     """Who is asking (see the module docstring); UnauthenticatedError when no one."""
     token = _notebook_token(query_token, authorization)
     secret = (task.secrets or {}).get("notebook_token") if task is not None else None
-    if task is not None and token and isinstance(secret, str):
-        if hmac.compare_digest(token, secret):
-            owner = session.get(User, task.owner_id) if task.owner_id is not None else None
-            if owner is not None and owner.active:
-                return owner
+    if (
+        task is not None
+        and token
+        and isinstance(secret, str)
+        and hmac.compare_digest(token, secret)
+    ):
+        owner = session.get(User, task.owner_id) if task.owner_id is not None else None
+        if owner is not None and owner.active:
+            return owner
     bearer = None
     if authorization and authorization.lower().startswith("bearer "):
         bearer = authorization[7:].strip()
