@@ -107,3 +107,17 @@ def test_a_command_needs_an_entrypoint(admin: Det) -> None:
     done = admin.run("cmd", "run")
     assert done.returncode != 0
     assert "needs an entrypoint" in done.stdout + done.stderr, describe(done)
+
+
+def test_det_task_create_runs_a_generic_task_with_its_files(admin: Det, tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "note.txt").write_text("generic task files\n")
+    config = tmp_path / "task.yaml"
+    config.write_text("entrypoint: ['sh', '-c', 'cat note.txt']\nresources:\n  slots: 0\n")
+    done = admin.ok("task", "create", str(config), "-c", str(context), "--follow")
+    assert "generic task files" in done.stdout, describe(done)
+    task_id = UUID.search(done.stdout)
+    assert task_id is not None, describe(done)
+    shown = admin.ok("task", "config", task_id.group(0)).stdout
+    assert "cat note.txt" in shown

@@ -10,6 +10,7 @@ in :mod:`stalwart.master.services.interactive`.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import yaml
@@ -289,3 +290,10 @@ def kill_generic_task(
     state.wake(session, woken)
     state.hints.poke()
     return Empty()
+
+
+@router.get("/tasks/{task_id}/config")
+def get_task_config(task_id: str, caller: CallerDep, session: SessionDep) -> JSONResponse:
+    """``det task config``: an interactive task's config, as JSON text."""
+    task = svc.get_task(session, caller.user, task_id)
+    return JSONResponse({"config": json.dumps(task.config or {})})

@@ -16,6 +16,7 @@ without GPUs offer CPU slots, as Determined's do).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,21 +131,21 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
             pool_devices[agent.resource_pool] = _pool_device(slots)
     rows = session.execute(
-        select(Allocation, Task.experiment_id, Task.config)
+        select(Allocation, Task.experiment_id, Task.config, Task.start_time)
         .join(Task, Task.task_id == Allocation.task_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
     # One config per experiment (not per allocation: a config is decoded JSON of some size).
     wanted = select(Experiment.id, Experiment.config).where(
-        Experiment.id.in_({exp_id for _, exp_id, _ in rows if exp_id is not None})
+        Experiment.id.in_({row[1] for row in rows if row[1] is not None})
     )
     configs = {row.id: typed_config_of(row.id, row.config) for row in session.execute(wanted)}
     placed = _assignments(
         session, [row[0].id for row in rows if row[0].state in PLACED_ALLOCATION_STATES]
     )
     requests, groups = [], {}
-    for allocation, exp_id, task_config in rows:
+    for allocation, exp_id, task_config, task_start in rows:
         res, group = _resources(configs, exp_id, task_config, allocation.task_id)
         running = allocation.state in PLACED_ALLOCATION_STATES
         requests.append(
@@ -155,7 +156,7 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
                 pool=allocation.resource_pool,
                 priority=res.priority if res.priority is not None else 42,
                 weight=float(res.weight or 1.0),
-                submitted_order=int(exp_id or 0),
+                submitted_order=_submitted_order(exp_id, task_start),
                 is_single_node=res.is_single_node,
                 device_type=pool_devices.get(allocation.resource_pool, "cpu"),
                 running=running,
@@ -187,6 +188,15 @@ def _resources(
     if task_config is not None:
         return task_resources(task_config), task_id
     return ResourcesConfig(), task_id
+
+
+def _submitted_order(experiment_id: int | None, task_start: dt.datetime) -> int:
+    """An experiment's id; an interactive task's launch time in ms minus 10**13: negative and
+    growing, so interactive tasks go first in FIFO order among themselves and ahead of
+    experiments of the same priority (their user waits at a prompt)."""
+    if experiment_id is not None:
+        return int(experiment_id)
+    return int(task_start.timestamp() * 1000) - 10**13
 
 
 def unschedulable_reason(snapshot: Snapshot, request: Request) -> str | None:
