@@ -82,7 +82,8 @@ def test_command_configs_get_the_kinds_defaults_and_readable_errors() -> None:
     with pytest.raises(ConfigError) as caught:
         load_command_config({"idle_timeout": "soon", "resources": {"slots": "two"}}, "COMMAND")
     text = "; ".join(caught.value.problems)
-    assert "not a duration" in text and "slots" in text
+    assert "not a duration" in text
+    assert "slots" in text
 
 
 def test_a_command_without_an_entrypoint_is_refused_and_nothing_is_written(
@@ -115,7 +116,8 @@ def test_a_command_runs_on_an_agent_with_its_contract_and_ends(state: MasterStat
     loop.run_round()
     with state.sessions() as session:
         task = session.get(Task, task_id)
-        assert task is not None and task.end_time is not None
+        assert task is not None
+        assert task.end_time is not None
         allocation = svc.latest_allocation(session, task_id)
         assert svc.task_state(task, allocation) == "STATE_TERMINATED"
         assert svc.exit_status(allocation) == "exited with code 0"
@@ -197,7 +199,8 @@ def _ready_notebook(state: MasterState, idle_timeout: str) -> tuple[str, Cluster
     node.sync()  # RUNNING
     with state.sessions() as session:
         allocation = session.get(Allocation, spec.allocation_id)
-        assert allocation is not None and allocation.state == "RUNNING"
+        assert allocation is not None
+        assert allocation.state == "RUNNING"
         svc.mark_ready(session, allocation, state.clock.now())
         session.commit()
     return task_id, loop, node
