@@ -5,8 +5,10 @@ own event writer and reports the same metrics: the Core API (AUTO mode) uploads 
 to the trial's storage, where a TensorBoard task finds it.
 """
 
-from tensorboard.compat.proto import event_pb2, summary_pb2
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.compat.proto import event_pb2, summary_pb2  # type: ignore[import-untyped]
+from tensorboard.summary.writer.event_file_writer import (  # type: ignore[import-untyped]
+    EventFileWriter,
+)
 
 import stalwart as det
 
