@@ -5,46 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe
-from tests.compat.test_det_workflows import UUID, _det
+from tests.compat.conftest import Det, describe
+from tests.compat.test_det_workflows import UUID, admin, agent
+
+__all__ = ["admin", "agent"]  # the module-wide master's agent and logged-in admin
 
 pytestmark = pytest.mark.compat
 
-AGENT_ID = "commands"
 WAIT_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def agent(stalwart_master: MasterProcess) -> Iterator[LocalCluster]:
-    """A local agent with two slots, attached to the module's master."""
-    port = urlparse(stalwart_master.url).port
-    assert port is not None
-    cluster = LocalCluster(home=stalwart_master.home, port=port)
-    cluster.start_agent(AGENT_ID, slots=2)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_agent(AGENT_ID)
-
-
-@pytest.fixture(scope="module")
-def admin(
-    det_venv: Path,
-    stalwart_master: MasterProcess,
-    agent: LocalCluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Det:
-    """The official CLI logged in as ``admin``."""
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
-    return cli
 
 
 def _commands(cli: Det) -> list[dict[str, object]]:

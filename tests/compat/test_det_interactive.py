@@ -29,7 +29,9 @@ from websockets.sync.client import connect
 
 from stalwart.local import LocalCluster
 from tests.compat.conftest import Det, MasterProcess, _start_master, _stop, describe
-from tests.compat.test_det_workflows import UUID, WORKFLOWS, _det
+from tests.compat.test_det_workflows import UUID, WORKFLOWS, _det, admin
+
+__all__ = ["admin"]  # logged in as admin, on this module's master and agent
 from tests.netns import Node, network_node, require_netns
 
 pytestmark = pytest.mark.compat
@@ -77,18 +79,6 @@ def agent(stalwart_master: MasterProcess, node: Node) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop_agent(AGENT_ID)
-
-
-@pytest.fixture(scope="module")
-def admin(
-    det_venv: Path,
-    stalwart_master: MasterProcess,
-    agent: LocalCluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Det:
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
-    return cli
 
 
 def _token(cli: Det) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["Service", "exit_code", "setup_logging"]
+__all__ = ["Service", "exit_code", "missing_package", "setup_logging"]
 
 logger = logging.getLogger("stalwart.tasks")
 
@@ -43,6 +43,15 @@ def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: [%(name)s] %(message)s")
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def missing_package(what: str, package: str, extra: str) -> str:
+    """What to say when the task's Python lacks ``package`` (which provides ``what``)."""
+    return (
+        f"{what} is not installed in the task's Python ({sys.executable}). Install it into "
+        f"that environment, e.g. `{sys.executable} -m pip install {package}` (or "
+        f"`pip install 'stalwart[{extra}]'`), or choose an environment that has it."
+    )
 
 
 def exit_code(returncode: int) -> int:

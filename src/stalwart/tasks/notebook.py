@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from stalwart.core.env import TaskEnvError
-from stalwart.tasks._process import Service, exit_code, setup_logging
+from stalwart.tasks._process import Service, exit_code, missing_package, setup_logging
 from stalwart.tasks._report import Reporter, service_port
 
 __all__ = [
@@ -219,14 +219,6 @@ class _Reports(threading.Thread):
         return decide_idle(self.settings.idle_type, kernels, terminals, sessions, self._state)
 
 
-def _missing_jupyterlab() -> str:
-    return (
-        f"JupyterLab is not installed in the task's Python ({sys.executable}). Install it into "
-        f"that environment, e.g. `{sys.executable} -m pip install jupyterlab` (or "
-        "`pip install 'stalwart[notebook]'`), or choose an environment that has it."
-    )
-
-
 def main(environ: Mapping[str, str] | None = None) -> int:
     """Run the notebook task's JupyterLab; its exit status (see the module contract)."""
     env = os.environ if environ is None else environ
@@ -238,7 +230,10 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         print(f"stalwart notebook: {exc}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("jupyterlab") is None:
-        print(f"stalwart notebook: {_missing_jupyterlab()}", file=sys.stderr)
+        print(
+            f"stalwart notebook: {missing_package('JupyterLab', 'jupyterlab', 'notebook')}",
+            file=sys.stderr,
+        )
         return 2
     child_env = {**env, "JUPYTER_TOKEN": settings.token}
     reports = _Reports(reporter, settings)

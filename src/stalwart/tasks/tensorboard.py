@@ -48,7 +48,7 @@ import httpx
 from stalwart.core.env import TaskEnvError
 from stalwart.storage import storage_from_config
 from stalwart.storage.tensorboard import TensorboardFiles
-from stalwart.tasks._process import Service, exit_code, setup_logging
+from stalwart.tasks._process import Service, exit_code, missing_package, setup_logging
 from stalwart.tasks._report import Reporter, service_port
 
 __all__ = [
@@ -262,14 +262,6 @@ def _serve(service: Service, syncer: Syncer, announcer: _Announcer, runs_url: st
                 return code
 
 
-def _missing_tensorboard() -> str:
-    return (
-        f"TensorBoard is not installed in the task's Python ({sys.executable}). Install it into "
-        f"that environment, e.g. `{sys.executable} -m pip install tensorboard` (or "
-        "`pip install 'stalwart[tensorboard]'`), or choose an environment that has it."
-    )
-
-
 def main(environ: Mapping[str, str] | None = None) -> int:
     """Run the TensorBoard task; its exit status (see the module contract)."""
     env = os.environ if environ is None else environ
@@ -282,7 +274,10 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         print(f"stalwart tensorboard: {exc}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("tensorboard") is None:
-        print(f"stalwart tensorboard: {_missing_tensorboard()}", file=sys.stderr)
+        print(
+            f"stalwart tensorboard: {missing_package('TensorBoard', 'tensorboard', 'tensorboard')}",
+            file=sys.stderr,
+        )
         return 2
     task = reporter.task
     if not sources:

@@ -205,6 +205,31 @@ def allocation_task_specs(
     )
 
 
+def _cluster_info(
+    cluster_id: str,
+    plan: ContainerPlan,
+    allocation: Allocation,
+    token: str,
+    task_type: str,
+    *,
+    latest_checkpoint: str | None = None,
+) -> dict[str, Any]:
+    """``cluster.json`` of one container (wire doc 5.3; the agent fills ``master_url``)."""
+    return {
+        "master_url": "",
+        "cluster_id": cluster_id,
+        "agent_id": plan.agent_id,
+        "slot_ids": list(plan.device_indices),
+        "task_id": allocation.task_id,
+        "allocation_id": allocation.id,
+        "session_token": token,
+        "task_type": task_type,
+        "master_cert_name": None,
+        "master_cert_file": None,
+        "latest_checkpoint": latest_checkpoint,
+    }
+
+
 def trial_task_specs(
     *,
     experiment: Experiment,
@@ -267,19 +292,14 @@ def trial_task_specs(
     specs = []
     for plan, cid in zip(containers, container_ids, strict=True):
         slot_indices = list(plan.device_indices)
-        cluster_info = {
-            "master_url": "",
-            "cluster_id": cluster_id,
-            "agent_id": plan.agent_id,
-            "slot_ids": slot_indices,
-            "task_id": trial.task_id,
-            "allocation_id": allocation.id,
-            "session_token": token,
-            "task_type": "TRIAL",
-            "master_cert_name": None,
-            "master_cert_file": None,
-            "latest_checkpoint": latest.uuid if latest is not None else None,
-        }
+        cluster_info = _cluster_info(
+            cluster_id,
+            plan,
+            allocation,
+            token,
+            "TRIAL",
+            latest_checkpoint=latest.uuid if latest is not None else None,
+        )
         rendezvous = {
             "container_addrs": addresses,
             "container_rank": plan.rank,
@@ -392,19 +412,7 @@ def interactive_task_specs(
     specs = []
     for plan in containers:
         cid = container_id(allocation.id, plan.rank)
-        cluster_info = {
-            "master_url": "",
-            "cluster_id": cluster_id,
-            "agent_id": plan.agent_id,
-            "slot_ids": list(plan.device_indices),
-            "task_id": task.task_id,
-            "allocation_id": allocation.id,
-            "session_token": token,
-            "task_type": task.task_type,
-            "master_cert_name": None,
-            "master_cert_file": None,
-            "latest_checkpoint": None,
-        }
+        cluster_info = _cluster_info(cluster_id, plan, allocation, token, task.task_type)
         specs.append(
             TaskSpec(
                 allocation_id=allocation.id,
