@@ -252,6 +252,8 @@ def test_keyboard_and_contrast(page: Page, cluster: LocalCluster, asha: Experime
     page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="Experiments", exact=True)).to_be_focused()
     page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Tasks", exact=True)).to_be_focused()
+    page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="Cluster")).to_be_focused()
     page.keyboard.press("Enter")
     page.wait_for_url("**/#/cluster")

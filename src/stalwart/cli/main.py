@@ -15,12 +15,17 @@ from rich.console import Console
 
 from stalwart.cli import agent as agent_cli
 from stalwart.cli import checkpoint as checkpoint_cli
+from stalwart.cli import command as command_cli
 from stalwart.cli import common
 from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
 from stalwart.cli import experiment as experiment_cli
+from stalwart.cli import interactive as task_cli
 from stalwart.cli import master as master_cli
+from stalwart.cli import notebook as notebook_cli
+from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
+from stalwart.cli import tensorboard as tensorboard_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
 from stalwart.cli import user as user_cli
@@ -45,6 +50,12 @@ app.add_typer(trial_cli.app, name="trial")
 app.add_typer(trial_cli.app, name="t", hidden=True)
 app.add_typer(checkpoint_cli.app, name="checkpoint")
 app.add_typer(slot_cli.app, name="slot")
+app.add_typer(command_cli.app, name="cmd")
+app.add_typer(command_cli.app, name="command", hidden=True)
+app.add_typer(notebook_cli.app, name="notebook")
+app.add_typer(shell_cli.app, name="shell")
+app.add_typer(tensorboard_cli.app, name="tensorboard")
+app.add_typer(task_cli.app, name="task")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from stalwart.client.auth import TokenStore, canonical_url
 from stalwart.client.checkpoint import Checkpoint
-from stalwart.client.client import Client, ExperimentConfig
+from stalwart.client.client import Client, ExperimentConfig, TaskConfig
 from stalwart.client.context import ContextFile, pack_context
 from stalwart.client.errors import (
     ExperimentNotCompletedError,
     MasterError,
     MasterUnreachableError,
+    TaskEndedError,
     WaitTimeoutError,
 )
 from stalwart.client.experiment import EXPERIMENT_TERMINAL_STATES, Experiment
+from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind
 from stalwart.client.trial import TRIAL_TERMINAL_STATES, Trial
 
 __all__ = [
     "EXPERIMENT_TERMINAL_STATES",
+    "TASK_KINDS",
     "TRIAL_TERMINAL_STATES",
     "Checkpoint",
     "Client",
@@ -28,8 +31,12 @@ __all__ = [
     "Experiment",
     "ExperimentConfig",
     "ExperimentNotCompletedError",
+    "InteractiveTask",
     "MasterError",
     "MasterUnreachableError",
+    "TaskConfig",
+    "TaskEndedError",
+    "TaskKind",
     "TokenStore",
     "Trial",
     "WaitTimeoutError",

@@ -39,6 +39,7 @@ from stalwart.client.models import (
     GetExperimentResponse,
     GetExperimentsResponse,
     GetMasterResponse,
+    GetTaskResponse,
     GetTasksResponse,
     GetTrialResponse,
     GetUsersResponse,
@@ -47,19 +48,27 @@ from stalwart.client.models import (
     MasterLogsResponse,
     MeResponse,
     RevokeAgentTokenResponse,
+    TaskLogsResponse,
     TaskSummary,
     UserResponse,
     V1Agent,
     V1User,
 )
 from stalwart.client.session import SDK_RETRY, Progress, Session
+from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind, task_logs
 from stalwart.client.trial import Trial
 from stalwart.errors import ConfigError, InvalidArgumentError
 
-__all__ = ["Client", "ExperimentConfig"]
+__all__ = ["Client", "ExperimentConfig", "TaskConfig"]
 
 ExperimentConfig = str | Path | Mapping[str, Any]
 """An experiment config: YAML text (``str``), a YAML file (``Path``) or a mapping."""
+
+TaskConfig = str | Path | Mapping[str, Any]
+"""A task config (Determined's command config: ``description``, ``resources``,
+``environment``, ``idle_timeout``...): YAML text, a YAML file or a mapping."""
+
+_TASK_TYPES: dict[str, TaskKind] = {f"TASK_TYPE_{kind.upper()}": kind for kind in TASK_KINDS}
 
 _INVALID_CONFIG = "invalid experiment configuration: "
 
@@ -82,6 +91,17 @@ def _config_text(config: ExperimentConfig) -> tuple[str, str]:
     if not isinstance(doc.data, dict):
         raise ConfigError(source, ["<config>: must be a mapping of experiment settings"])
     return text, source
+
+
+def _task_config(config: TaskConfig | None) -> dict[str, Any]:
+    """A task config as a dict (a local check that it is a YAML mapping)."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    text, _ = _config_text(config)
+    data = yaml.safe_load(text)
+    return dict(data) if isinstance(data, dict) else {}
 
 
 def _config_error(source: str, exc: InvalidArgumentError) -> ConfigError:
@@ -369,3 +389,126 @@ class Client:
             MasterLogsResponse.model_validate(item).log_entry
             for item in self._session.stream("/api/v1/master/logs", params, follow=follow)
         )
+
+    # -- interactive tasks ---------------------------------------------------------------------
+
+    def _launch(
+        self,
+        kind: TaskKind,
+        config: TaskConfig | None,
+        context_dir: Path | None,
+        includes: Iterable[Path],
+        *,
+        template: str | None,
+        extra: Mapping[str, Any] | None = None,
+        entrypoint: str | Sequence[str] | None = None,
+    ) -> InteractiveTask:
+        spec = _task_config(config)
+        if entrypoint is not None:
+            spec["entrypoint"] = [entrypoint] if isinstance(entrypoint, str) else list(entrypoint)
+        body: dict[str, Any] = {"config": spec, "templateName": template}
+        if context_dir is not None or includes:
+            body["files"] = wire_files(pack_context(context_dir, includes))
+        body.update(extra or {})
+        answer = self._session.request("POST", f"/api/v1/{kind}s", body=body)
+        return InteractiveTask.from_answer(self._session, kind, answer)
+
+    def launch_command(
+        self,
+        entrypoint: str | Sequence[str],
+        config: TaskConfig | None = None,
+        context_dir: Path | None = None,
+        *,
+        includes: Iterable[Path] = (),
+        template: str | None = None,
+    ) -> InteractiveTask:
+        """Run a command on the cluster (``det cmd run``).
+
+        ``entrypoint``: a shell line (``"make test | tee out"``, run under ``sh -c``) or an argv
+        list. ``context_dir`` (and ``includes``) are uploaded as Determined's client does
+        (``.detignore`` / ``.stalwartignore`` honoured) and become the working directory.
+        """
+        return self._launch(
+            "command", config, context_dir, includes, template=template, entrypoint=entrypoint
+        )
+
+    def launch_notebook(
+        self,
+        config: TaskConfig | None = None,
+        context_dir: Path | None = None,
+        *,
+        includes: Iterable[Path] = (),
+        template: str | None = None,
+    ) -> InteractiveTask:
+        """Start a JupyterLab notebook; :meth:`InteractiveTask.wait_ready`, then open
+        :attr:`InteractiveTask.url`."""
+        return self._launch("notebook", config, context_dir, includes, template=template)
+
+    def launch_shell(
+        self,
+        config: TaskConfig | None = None,
+        context_dir: Path | None = None,
+        *,
+        includes: Iterable[Path] = (),
+        template: str | None = None,
+    ) -> InteractiveTask:
+        """Start a shell task (an sshd of its own, reached through the master's tunnel with
+        the key in ``data.private_key``, as ``data.agent_user_group["user"]``)."""
+        return self._launch("shell", config, context_dir, includes, template=template)
+
+    def launch_tensorboard(
+        self,
+        experiment_ids: Sequence[int] = (),
+        trial_ids: Sequence[int] = (),
+        config: TaskConfig | None = None,
+        *,
+        template: str | None = None,
+    ) -> InteractiveTask:
+        """Start a TensorBoard of these experiments' trials and these trials (at least one)."""
+        if not experiment_ids and not trial_ids:
+            raise InvalidArgumentError("a TensorBoard needs experiments or trials to show")
+        extra = {"experimentIds": list(experiment_ids), "trialIds": list(trial_ids)}
+        return self._launch("tensorboard", config, None, (), template=template, extra=extra)
+
+    def list_interactive(
+        self, kind: TaskKind | None = None, *, users: Sequence[str] | None = None
+    ) -> list[InteractiveTask]:
+        """Commands, notebooks, shells and TensorBoards the caller may see (``kind``: only
+        those; ``users``: only theirs), each kind by start time, in that order of kinds."""
+        params: dict[str, Any] = {"users": list(users)} if users else {}
+        found: list[InteractiveTask] = []
+        for each in (kind,) if kind is not None else TASK_KINDS:
+            answer = self._session.request("GET", f"/api/v1/{each}s", params=params) or {}
+            for item in answer.get(f"{each}s") or []:
+                found.append(InteractiveTask.from_answer(self._session, each, {each: item}))
+        return found
+
+    def get_interactive(self, task_id: str, kind: TaskKind | None = None) -> InteractiveTask:
+        """One command, notebook, shell or TensorBoard (its kind is asked of the master when
+        not given; NotFoundError when there is none, InvalidArgumentError for a trial)."""
+        if kind is None:
+            info = self._session.get(f"/api/v1/tasks/{task_id}", GetTaskResponse).task
+            found = _TASK_TYPES.get(info.task_type)
+            if found is None:
+                what = info.task_type.removeprefix("TASK_TYPE_").lower()
+                raise InvalidArgumentError(
+                    f"task {task_id} is a {what}, not a command, notebook, shell or TensorBoard"
+                )
+            kind = found
+        answer = self._session.request("GET", f"/api/v1/{kind}s/{task_id}")
+        return InteractiveTask.from_answer(self._session, kind, answer)
+
+    def kill_task(self, task_id: str) -> None:
+        """Stop any interactive or generic task by id (``det task kill``)."""
+        self._session.post(f"/api/v1/tasks/{task_id}/kill")
+
+    def task_logs(
+        self,
+        task_id: str,
+        *,
+        follow: bool = False,
+        head: int | None = None,
+        tail: int | None = None,
+    ) -> Iterator[TaskLogsResponse]:
+        """Any task's log lines, oldest first (see :func:`stalwart.client.task.task_logs`)."""
+        return task_logs(self._session, task_id, follow=follow, head=head, tail=tail)

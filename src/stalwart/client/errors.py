@@ -29,6 +29,7 @@ __all__ = [
     "ExperimentNotCompletedError",
     "MasterError",
     "MasterUnreachableError",
+    "TaskEndedError",
     "TrialFailedError",
     "WaitTimeoutError",
     "error_from_body",
@@ -166,3 +167,9 @@ class TrialFailedError(StalwartError):
     """A trial that was followed ended in ERROR."""
 
     code = "trial_failed"
+
+
+class TaskEndedError(StalwartError):
+    """An interactive task that was waited for ended first (or a followed command failed)."""
+
+    code = "task_ended"

@@ -17,12 +17,15 @@ from stalwart.master.api.models.agents import (
     AgentTokenInfo,
     GetAgentsResponse,
     GetAgentTokensResponse,
+    GetTaskResponse,
     GetTasksResponse,
     RevokeAgentTokenResponse,
     V1Agent,
+    V1Allocation,
     V1Container,
     V1Device,
     V1Slot,
+    V1Task,
 )
 from stalwart.master.api.models.agents import AllocationSummary as TaskSummary
 from stalwart.master.api.models.agents import ResourcesSummary as TaskSummaryResources
@@ -42,7 +45,13 @@ from stalwart.master.api.models.experiments import (
     V1Experiment,
 )
 from stalwart.master.api.models.info import GetMasterResponse, MasterConfigResponse
-from stalwart.master.api.models.logs import MasterLogEntry, MasterLogsResponse, TrialLogsResponse
+from stalwart.master.api.models.interactive import V1InteractiveTask
+from stalwart.master.api.models.logs import (
+    MasterLogEntry,
+    MasterLogsResponse,
+    TaskLogsResponse,
+    TrialLogsResponse,
+)
 from stalwart.master.api.models.trials import (
     GetExperimentTrialsResponse,
     GetTrialResponse,
@@ -72,6 +81,7 @@ __all__ = [
     "GetExperimentTrialsResponse",
     "GetExperimentsResponse",
     "GetMasterResponse",
+    "GetTaskResponse",
     "GetTasksResponse",
     "GetTrialResponse",
     "GetTrialWorkloadsResponse",
@@ -87,18 +97,22 @@ __all__ = [
     "ModelDefResponse",
     "Pagination",
     "RevokeAgentTokenResponse",
+    "TaskLogsResponse",
     "TaskSummary",
     "TaskSummaryResources",
     "TrialLogsResponse",
     "UserResponse",
     "V1Agent",
+    "V1Allocation",
     "V1Checkpoint",
     "V1CheckpointTrainingMetadata",
     "V1Container",
     "V1Device",
     "V1Experiment",
+    "V1InteractiveTask",
     "V1Metrics",
     "V1Slot",
+    "V1Task",
     "V1Trial",
     "V1User",
     "WorkloadContainer",

@@ -18,8 +18,9 @@ export function forget() {
   sessionStorage.removeItem(USER_KEY);
 }
 
-/** Call `method path` (relative to /api/v1) with an optional JSON body; the parsed answer. */
-export async function call(method, path, body) {
+/** Call `method path` (relative to /api/v1) with an optional JSON body; the parsed answer.
+ * API calls send the token and never the cookie (`credentials`: "omit"). */
+export async function call(method, path, body, credentials = "omit") {
   const headers = { Accept: "application/json" };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
@@ -28,7 +29,7 @@ export async function call(method, path, body) {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
+    credentials,
   });
   const text = await response.text();
   let data = null;
@@ -43,9 +44,11 @@ export async function call(method, path, body) {
 export const get = (path) => call("GET", path);
 export const post = (path, body = {}) => call("POST", path, body);
 
-/** Log in; keeps the token and the username for this tab. */
+/** Log in; keeps the token and the username for this tab. The master's `auth` cookie (httponly)
+ * is stored too: a TensorBoard opened from the Tasks page (/proxy/ID/, a new tab) is reached
+ * with it, as the master's proxy allows; API calls never send it. */
 export async function login(user, password) {
-  const answer = await post("/auth/login", { username: user, password });
+  const answer = await call("POST", "/auth/login", { username: user, password }, "same-origin");
   sessionStorage.setItem(TOKEN_KEY, answer.token);
   sessionStorage.setItem(USER_KEY, answer.user?.username || user);
   return answer;

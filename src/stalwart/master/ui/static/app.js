@@ -1,15 +1,18 @@
 // The Stalwart UI: a hash router (#/login, #/experiments, #/experiments/ID, #/trials/ID,
-// #/cluster), the theme toggle, and sign out. Each page polls the REST API and updates in place.
+// #/tasks, #/cluster), the theme toggle, and sign out. Each page polls the REST API and updates
+// in place.
 import * as api from "./api.js";
 import { main, newPage } from "./dom.js";
 import { clusterPage } from "./pages/cluster.js";
 import { experimentPage } from "./pages/experiment.js";
 import { experimentsPage } from "./pages/experiments.js";
 import { loginPage } from "./pages/login.js";
+import { tasksPage } from "./pages/tasks.js";
 import { trialPage } from "./pages/trial.js";
 
 let routed = false;
-const NAV = [["nav-experiments", /^#\/(experiments|trials)/], ["nav-cluster", /^#\/cluster/]];
+const NAV = [["nav-experiments", /^#\/(experiments|trials)/], ["nav-tasks", /^#\/tasks/],
+  ["nav-cluster", /^#\/cluster/]];
 
 function route() {
   const hash = location.hash || "#/experiments";
@@ -33,6 +36,7 @@ function route() {
   if ((match = path.match(/^#\/experiments\/(\d+)$/))) experimentPage(Number(match[1]));
   else if ((match = path.match(/^#\/trials\/(\d+)$/))) trialPage(Number(match[1]));
   else if (path === "#/cluster") clusterPage();
+  else if (path === "#/tasks") tasksPage();
   else experimentsPage();
   // After a navigation, keyboard focus starts at the new page's content (not on the first
   // load: Tab then reaches "Skip to content" first).

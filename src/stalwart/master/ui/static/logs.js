@@ -1,5 +1,6 @@
 // A trial's logs in a role="log" box that follows new lines as they arrive: one streaming
-// GET /api/v1/trials/ID/logs?follow=true (NDJSON) at a time, restarted when a filter changes.
+// GET /api/v1/trials/ID/logs?follow=true (NDJSON) at a time, restarted when a filter changes;
+// and the simpler panel of an interactive task's logs (GET /api/v1/tasks/ID/logs?follow=true).
 import * as api from "./api.js";
 import { h, handle, labelledSelect, onLeave, setOptions, setText } from "./dom.js";
 
@@ -7,7 +8,7 @@ export const LEVELS = ["TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 const KEEP_LINES = 5000;
 
 /** Read an NDJSON response line by line, calling `each(object)`; ends with the body. */
-async function readLines(response, each) {
+export async function readLines(response, each) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let rest = "";
@@ -85,4 +86,43 @@ export function logsPanel(trialId) {
   level.select.addEventListener("change", start);
   onLeave(() => { if (controller) controller.abort(); });
   return { box, start, refreshFields };
+}
+
+/** The logs panel of interactive task `taskId` (one follow stream, aborted on leaving or on
+ * `stop()`); returns {box, start, stop}. */
+export function taskLogsPanel(taskId, label) {
+  const status = h("span", { id: "task-log-status", class: "muted", "aria-live": "polite" });
+  const lines = h("div", { id: "task-logs", class: "logs", role: "log", tabindex: 0, "aria-label": `Logs of ${label}` });
+  const box = h("div", {}, h("div", { class: "controls" }, status), lines);
+  const controller = new AbortController();
+  let count = 0;
+  const start = async () => {
+    setText(status, "Following…");
+    try {
+      const response = await fetch(`/api/v1/tasks/${encodeURIComponent(taskId)}/logs?follow=true`, {
+        headers: { Authorization: `Bearer ${api.token()}`, Accept: "application/json" },
+        signal: controller.signal, credentials: "omit",
+      });
+      if (!response.ok) throw new api.ApiError(response.status, (await response.text()) || response.statusText);
+      await readLines(response, (item) => {
+        if (item.error) throw new Error(item.error.message || JSON.stringify(item.error));
+        const r = item.result;
+        const stick = lines.scrollTop + lines.clientHeight >= lines.scrollHeight - 8;
+        const text = (r.log ?? r.message ?? "").replace(/\n$/, "");
+        lines.append(h("div", { class: `log-line${r.stdtype === "stderr" ? " stderr" : ""}`, "data-source": r.source || "" }, text));
+        count += 1;
+        if (lines.childElementCount > KEEP_LINES) lines.firstElementChild.remove();
+        if (stick) lines.scrollTop = lines.scrollHeight;
+        setText(status, `Following: ${count} lines`);
+      });
+      setText(status, `${count} lines; the task has ended.`);
+    } catch (err) {
+      if (err?.name === "AbortError") return;
+      setText(status, "Stopped following.");
+      handle(err);
+    }
+  };
+  const stop = () => controller.abort();
+  onLeave(stop);
+  return { box, start, stop };
 }

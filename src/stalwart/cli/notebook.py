@@ -1,0 +1,92 @@
+"""``stalwart notebook``: start JupyterLab on the cluster, open it through the master, list and
+kill notebooks.
+
+``start`` waits until JupyterLab answers, prints its URL under the master (with the notebook's
+token: only its owner and admins are told it) and opens it in the browser unless
+``--no-browser``; ``-d`` prints the id and returns at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stalwart.cli.common import client, err, out
+from stalwart.cli.interactive import (
+    CONFIG_FILE,
+    CONTEXT,
+    DETACH,
+    INCLUDES,
+    JSON,
+    OVERRIDES,
+    TEMPLATE,
+    kill_one,
+    launch_config,
+    list_kind,
+    open_url,
+    wait_ready,
+)
+from stalwart.errors import FailedPreconditionError
+
+__all__ = ["NO_BROWSER", "app"]
+
+app = typer.Typer(help="JupyterLab notebooks on the cluster.", no_args_is_help=True)
+
+NO_BROWSER = typer.Option("--no-browser", help="Print the URL; do not open a browser.")
+
+
+@app.command("start")
+def start(
+    context: Annotated[Path | None, CONTEXT] = None,
+    config_file: Annotated[Path | None, CONFIG_FILE] = None,
+    overrides: Annotated[list[str] | None, OVERRIDES] = None,
+    includes: Annotated[list[Path] | None, INCLUDES] = None,
+    template: Annotated[str | None, TEMPLATE] = None,
+    detach: Annotated[bool, DETACH] = False,
+    no_browser: Annotated[bool, NO_BROWSER] = False,
+) -> None:
+    """Start a notebook and open it once it is ready."""
+    config = launch_config(config_file, overrides)
+    task = client().launch_notebook(config, context, includes=includes or [], template=template)
+    if detach:
+        out().print(task.id, markup=False)
+        return
+    err().print(f"Launched notebook {task.id}", markup=False)
+    wait_ready(task)
+    err().print(f"Notebook {task.id} is running at:", markup=False)
+    if task.url is None:  # pragma: no cover - the master always sends a notebook's address
+        raise FailedPreconditionError(f"notebook {task.id} has no address")
+    open_url(task.url, browser=not no_browser)
+
+
+@app.command("open")
+def open_notebook(
+    task_id: Annotated[str, typer.Argument(help="The notebook.")],
+    no_browser: Annotated[bool, NO_BROWSER] = False,
+) -> None:
+    """Open a running notebook in the browser (and print its URL)."""
+    task = client().get_interactive(task_id, "notebook")
+    if task.ended or task.url is None:
+        raise FailedPreconditionError(
+            f"notebook {task.id} is {task.state}", hint="start one with `stalwart notebook start`"
+        )
+    open_url(task.url, browser=not no_browser)
+
+
+@app.command("list")
+def list_notebooks(
+    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
+        False
+    ),
+    as_json: Annotated[bool, JSON] = False,
+) -> None:
+    """List notebooks."""
+    list_kind("notebook", everyone=everyone, as_json=as_json)
+
+
+@app.command("kill")
+def kill(task_id: Annotated[str, typer.Argument(help="The notebook.")]) -> None:
+    """Kill a notebook."""
+    kill_one(task_id, "notebook")

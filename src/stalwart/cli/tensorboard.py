@@ -1,0 +1,94 @@
+"""``stalwart tensorboard``: a TensorBoard of experiments' and trials' TensorBoard files,
+through the master; list, open and kill them.
+
+``start EXP... [-t TRIAL...]`` waits until TensorBoard shows a run, prints its URL under the
+master and opens it unless ``--no-browser``; ``-d`` prints the id and returns at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stalwart.cli.common import client, err, out
+from stalwart.cli.interactive import (
+    CONFIG_FILE,
+    DETACH,
+    JSON,
+    OVERRIDES,
+    TEMPLATE,
+    kill_one,
+    launch_config,
+    list_kind,
+    open_url,
+    wait_ready,
+)
+from stalwart.cli.notebook import NO_BROWSER
+from stalwart.errors import FailedPreconditionError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="TensorBoards of experiments and trials.", no_args_is_help=True)
+
+
+@app.command("start")
+def start(
+    experiment_ids: Annotated[
+        list[int] | None, typer.Argument(help="Experiments whose trials to show.")
+    ] = None,
+    trial_ids: Annotated[
+        list[int] | None, typer.Option("--trial-ids", "-t", help="Trials to show (repeatable).")
+    ] = None,
+    config_file: Annotated[Path | None, CONFIG_FILE] = None,
+    overrides: Annotated[list[str] | None, OVERRIDES] = None,
+    template: Annotated[str | None, TEMPLATE] = None,
+    detach: Annotated[bool, DETACH] = False,
+    no_browser: Annotated[bool, NO_BROWSER] = False,
+) -> None:
+    """Start a TensorBoard and open it once it shows a run."""
+    if not experiment_ids and not trial_ids:
+        raise typer.BadParameter("give experiments, or trials with -t")
+    config = launch_config(config_file, overrides)
+    task = client().launch_tensorboard(
+        experiment_ids or [], trial_ids or [], config, template=template
+    )
+    if detach:
+        out().print(task.id, markup=False)
+        return
+    err().print(f"Launched TensorBoard {task.id}", markup=False)
+    wait_ready(task)
+    err().print(f"TensorBoard {task.id} is running at:", markup=False)
+    if task.url is None:  # pragma: no cover - the master always sends a TensorBoard's address
+        raise FailedPreconditionError(f"TensorBoard {task.id} has no address")
+    open_url(task.url, browser=not no_browser)
+
+
+@app.command("open")
+def open_board(
+    task_id: Annotated[str, typer.Argument(help="The TensorBoard.")],
+    no_browser: Annotated[bool, NO_BROWSER] = False,
+) -> None:
+    """Open a running TensorBoard in the browser (and print its URL)."""
+    task = client().get_interactive(task_id, "tensorboard")
+    if task.ended or task.url is None:
+        raise FailedPreconditionError(f"TensorBoard {task.id} is {task.state}")
+    open_url(task.url, browser=not no_browser)
+
+
+@app.command("list")
+def list_boards(
+    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
+        False
+    ),
+    as_json: Annotated[bool, JSON] = False,
+) -> None:
+    """List TensorBoards."""
+    list_kind("tensorboard", everyone=everyone, as_json=as_json)
+
+
+@app.command("kill")
+def kill(task_id: Annotated[str, typer.Argument(help="The TensorBoard.")]) -> None:
+    """Kill a TensorBoard."""
+    kill_one(task_id, "tensorboard")
