@@ -22,6 +22,7 @@ from stalwart.master.db.tables import Allocation, Container, Experiment, TaskLog
 from stalwart.master.rm import batchjobs
 from stalwart.master.rm.hpc.manager import PbsManager
 from stalwart.master.services import experiments as exp_svc
+from stalwart.master.services import interactive
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
@@ -247,3 +248,57 @@ def test_jobs_that_may_share_a_node_get_their_own_ports(
     assert len(ports) == 2
     assert ports[0]["offset"] != ports[1]["offset"]
     assert ports[0]["C10D_PORT"] != ports[1]["C10D_PORT"]
+
+
+def _launch_command(state: MasterState, config: dict[str, object]) -> str:
+    with state.sessions() as session:
+        admin = session.scalars(select(User).where(User.username == "admin")).one()
+        task, _ = interactive.launch_task(
+            session, state.settings, admin, interactive.Launch(kind="COMMAND", config=config)
+        )
+        session.commit()
+        return task.task_id
+
+
+def test_a_command_is_qsubbed_with_its_own_pbs_section_on_one_node(
+    state: MasterState, loop: ClusterLoop, pbs: FakePbs
+) -> None:
+    task_id = _launch_command(
+        state,
+        {"entrypoint": "echo hi", "resources": {"slots": 0}, "pbs": {"pbsbatch_args": ["-A proj"]}},
+    )
+    loop.run_round()
+    allocation = _allocation(state)
+    assert allocation.task_id == task_id
+    (script,) = pbs.scripts
+    assert "#PBS -A proj" in script.split("# pbs.pbsbatch_args")[1]
+    assert "#PBS -r n" in script
+    assert "select=1:" in script
+    assert "ngpus" not in script  # no slots: no GPU
+    job = allocation.batch_job_id
+    assert job is not None
+    pbs.jobs[job].state = "R"
+    loop.run_round()
+    with state.sessions() as session:  # the launcher's batch/exit
+        batchjobs.mark_exited(session, allocation.id, 0, None, [0])
+        session.commit()
+    pbs.jobs[job].state, pbs.jobs[job].exit_status = "F", 0
+    loop.run_round()
+    with state.sessions() as session:
+        ended = session.get(Allocation, allocation.id)
+        assert ended is not None
+        assert (ended.state, ended.exit_code) == ("TERMINATED", 0)
+
+
+def test_a_command_needing_two_nodes_is_refused_before_qsub(
+    state: MasterState, loop: ClusterLoop, pbs: FakePbs
+) -> None:
+    _launch_command(
+        state, {"entrypoint": "echo hi", "resources": {"slots": 2}, "pbs": {"slots_per_node": 1}}
+    )
+    loop.run_round()
+    loop.run_round()
+    assert not pbs.scripts
+    allocation = _allocation(state)
+    assert allocation.state == "TERMINATED"
+    assert "runs on one node" in (allocation.exit_reason or "")

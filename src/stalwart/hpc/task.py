@@ -37,6 +37,12 @@ node. Contract:
     ``cluster.preemption_timeout``: the master cancelled the job), or the master cannot be
     reached: the task's process group gets SIGINT at once, then SIGKILL after
     :data:`KILL_GRACE_S`.
+- **Interactive tasks** (a spec whose ``DET_TASK_TYPE`` is not ``TRIAL``: commands, notebooks,
+  shells, TensorBoards) have nothing to checkpoint, so a stop is never a preemption for them:
+  the task starts with SIGTERM at its default (Slurm's SIGTERM reaches it as it would any batch
+  job's program), and the launcher's SIGTERM or SIGINT sends SIGTERM to the task's process
+  group, then SIGKILL after :data:`KILL_GRACE_S`, without ``pending_preemption``. It still
+  asks ``signals/preemption`` whether the master is the one stopping it, for the report below.
 - **End**: the task's last lines are shipped (at most :data:`SHIP_TIMEOUT_S`), then the exit is
   reported (``POST .../batch/exit`` with the rank and exit code, negative for a signal), and the
   launcher exits with the task's code (128 + N for signal N), which Slurm records as the job's.
@@ -197,6 +203,7 @@ def run_task(environ: Mapping[str, str]) -> int:
         spec = TaskSpec.model_validate(data["spec"])
         spec = spec.model_copy(update={"slot_ids": visible_slot_ids(spec, environ)})
         signals = _Signals(client, f"{master_url}/api/v1/allocations/{allocation_id}", token)
+        signals.preemptible = spec.env.get("DET_TASK_TYPE", "TRIAL") == "TRIAL"
         code, reason = _run(spec, client, master_url, node, environ, signals)
         if signals.outside and code != 0:
             print(
@@ -221,7 +228,9 @@ class _Signals:
 
     The signal handler only sets :attr:`received`; :meth:`handle` runs in the main loop (no
     HTTP inside a signal handler) and returns whether the task must be interrupted now.
-    :attr:`outside`: the stop came from Slurm, not from the master.
+    :attr:`outside`: the stop came from Slurm, not from the master. :attr:`preemptible`: the
+    task is a trial (a stop from Slurm is a preemption it checkpoints for); an interactive
+    task is interrupted with :attr:`interrupt_signal` whoever stops it.
     """
 
     def __init__(self, client: httpx.Client, base: str, token: str) -> None:
@@ -232,6 +241,13 @@ class _Signals:
         self.signum = 0
         self.handled = False
         self.outside = False
+        self.preemptible = True
+
+    @property
+    def interrupt_signal(self) -> signal.Signals:
+        """What the task's process group gets when it must stop now: SIGINT for a trial (its
+        SIGTERM is ignored), SIGTERM for an interactive task."""
+        return signal.SIGINT if self.preemptible else signal.SIGTERM
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.signum = signum
@@ -253,6 +269,12 @@ class _Signals:
                 return True, (
                     f"the batch job got signal {self.signum} and the master is stopping the "
                     "allocation: interrupting the task"
+                )
+            if not self.preemptible:
+                self.outside = True
+                return True, (
+                    f"the batch job got signal {self.signum} from the batch system: stopping "
+                    "the task"
                 )
             self.client.post(
                 f"{self.base}/signals/pending_preemption",
@@ -306,9 +328,10 @@ def _run(
             python=Path(sys.executable),
             base_env={k: v for k, v in environ.items() if k not in _HIDDEN_VARS},
         )
-        # The task inherits SIGTERM ignored (exec keeps SIG_IGN): Slurm's SIGTERM to every
-        # process of the step becomes the preemption signal, sent by the launcher.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # A trial inherits SIGTERM ignored (exec keeps SIG_IGN): Slurm's SIGTERM to every
+        # process of the step becomes the preemption signal, sent by the launcher. An
+        # interactive task gets the default (exec resets a handler): a stop is a stop.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if signals.preemptible else signals.on_signal)
         try:
             handle = runner.start(spec, workspace, stream.line)
         finally:
@@ -326,7 +349,7 @@ def _run(
                 interrupt, line = signals.handle()
                 stream.agent_line(line)
                 if interrupt:
-                    _signal_task(handle.proc.pid, signal.SIGINT)
+                    _signal_task(handle.proc.pid, signals.interrupt_signal)
                     kill_at = time.monotonic() + KILL_GRACE_S
             if kill_at is not None and time.monotonic() >= kill_at:
                 runner.kill(handle)

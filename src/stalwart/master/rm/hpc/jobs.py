@@ -10,6 +10,13 @@ The nodes' addresses are not known then: each rank's launcher reports its own at
 ``batch/start``, and every rank gets the full list once all have reported
 (:func:`~stalwart.master.rm.batchjobs.rendezvous_spec`). :func:`batch_request` is what is
 submitted; :func:`resume_job` rebuilds it for a claimed allocation that was never submitted.
+
+Trials and interactive tasks (commands, notebooks, shells, TensorBoards) are submitted alike.
+What differs is read from the task (:func:`job_options`): a trial takes its experiment's
+``slurm:``/``pbs:`` section, an interactive task its own config's; an interactive task must fit
+on one node (``single_node``: it runs one process, and the master's proxy reaches its service
+on rank 0's node); and a task without slots (``resources.slots: 0``, a TensorBoard) asks for no
+GPU whatever the partition has.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.config import ExperimentConfig
+from stalwart.config.command import CommandConfig
 from stalwart.config.hpc import PbsConfig, SlurmConfig
 from stalwart.hpc.container_runner import container_env
 from stalwart.hpc.errors import SchedulerArgsError
@@ -42,6 +50,7 @@ __all__ = [
     "batch_request",
     "claim_batch",
     "engine_of",
+    "job_options",
     "node_slots",
     "partition_of",
     "resume_job",
@@ -102,8 +111,10 @@ def slot_type_of(
     return pool.slot_type if pool is not None else "cpu"
 
 
-def system_section(config: ExperimentConfig, settings: BatchSystemSettings) -> SystemSection:
-    """The experiment's ``slurm:`` section, or ``pbs:`` under PBS."""
+def system_section(
+    config: ExperimentConfig | CommandConfig, settings: BatchSystemSettings
+) -> SystemSection:
+    """The experiment's (or interactive task's) ``slurm:`` section, or ``pbs:`` under PBS."""
     return config.pbs if isinstance(settings, PbsSettings) else config.slurm
 
 
@@ -115,12 +126,14 @@ def batch_request(
     master_url: str,
     python: str,
     pools: Mapping[str, PartitionPool] | None = None,
+    single_node: bool = False,
 ) -> BatchRequest:
-    """The batch request of an allocation (its experiment's ``slurm:`` ``section`` applied:
-    ``sbatch_args``, ``gpu_type``, ``slots_per_node``; on PBS ``pbs:`` and ``pbsbatch_args``);
-    ``pools``: the partitions from ``sinfo`` (:func:`slot_type_of`). ``slots_per_node``
-    unset: the partition's most slots on one node (sinfo), so a trial larger than a node spans
-    several; one node when unknown. Pure."""
+    """The batch request of an allocation (its experiment's or task's ``slurm:`` ``section``
+    applied: ``sbatch_args``, ``gpu_type``, ``slots_per_node``; on PBS ``pbs:`` and
+    ``pbsbatch_args``); ``pools``: the partitions from ``sinfo`` (:func:`slot_type_of`).
+    ``slots_per_node`` unset: the partition's most slots on one node (sinfo), so a trial larger
+    than a node spans several; one node when unknown. ``single_node``: an interactive task,
+    refused when its slots need more than one node. No slots: a CPU job. Pure."""
     partition = partition_of(allocation.resource_pool, settings)
     if isinstance(section, PbsConfig):
         scheduler_args, gpu_type = tuple(section.pbsbatch_args), None
@@ -134,7 +147,7 @@ def batch_request(
     return BatchRequest(
         allocation_id=allocation.id,
         slots=allocation.slots,
-        slot_type=slot_type_of(partition, settings, pools),
+        slot_type=slot_type_of(partition, settings, pools) if allocation.slots > 0 else "cpu",
         command=(python, "-m", "stalwart.hpc.task"),
         job_storage_root=root,
         partition=partition,
@@ -153,6 +166,7 @@ def batch_request(
         # one would wait ~2 min for its BeginTime (docs/contributing/slurm.md, Preemption).
         requeue=False,
         scheduler_args=scheduler_args,
+        single_node=single_node,
     )
 
 
@@ -180,18 +194,24 @@ def node_slots(request: BatchRequest) -> list[int]:
     return out
 
 
-def _section(
+def job_options(
     session: Session, allocation: Allocation, settings: BatchSystemSettings
-) -> SystemSection:
-    """The batch-system section of the allocation's experiment (empty when it has none)."""
+) -> tuple[SystemSection, bool]:
+    """``(batch-system section, single_node)`` of the allocation's task: a trial's experiment
+    section, several nodes allowed; an interactive task's own section, one node; an empty
+    section when the task is gone."""
+    task = session.get(Task, allocation.task_id)
+    if task is not None and task.trial_id is None and task.config is not None:
+        return system_section(CommandConfig.model_validate(task.config), settings), True
     experiment = session.scalar(
         select(Experiment)
         .join(Task, Task.experiment_id == Experiment.id)
         .where(Task.task_id == allocation.task_id)
     )
     if experiment is None:
-        return PbsConfig() if isinstance(settings, PbsSettings) else SlurmConfig()
-    return system_section(typed_config(experiment), settings)
+        empty = PbsConfig() if isinstance(settings, PbsSettings) else SlurmConfig()
+        return empty, False
+    return system_section(typed_config(experiment), settings), False
 
 
 def claim_batch(
@@ -205,17 +225,19 @@ def claim_batch(
     pools: Mapping[str, PartitionPool] | None = None,
 ) -> BatchJob | None:
     """PENDING -> ASSIGNED with a token, ports and one container (see the module docstring);
-    commits. None when the allocation is not PENDING or not a trial's."""
+    commits. None when the allocation is not PENDING."""
     allocation = session.get(Allocation, allocation_id)
     if allocation is None or allocation.state != "PENDING":
         return None
+    section, single_node = job_options(session, allocation, settings)
     request = batch_request(
         allocation,
-        _section(session, allocation, settings),
+        section,
         settings,
         master_url=master_url,
         python=python,
         pools=pools,
+        single_node=single_node,
     )
     engine = engine_of(settings)
     # Slot ids per node: device indices there (the launcher swaps in the GPUs Slurm made
@@ -266,12 +288,14 @@ def resume_job(
     if allocation is None or row is None or allocation.batch_job_id is not None:
         return None
     token = str(row.spec.get("token") or "")
+    section, single_node = job_options(session, allocation, settings)
     request = batch_request(
         allocation,
-        _section(session, allocation, settings),
+        section,
         settings,
         master_url=master_url,
         python=python,
         pools=pools,
+        single_node=single_node,
     )
     return BatchJob(allocation_id, token, request)

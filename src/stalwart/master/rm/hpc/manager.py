@@ -15,7 +15,8 @@ lock and no transaction held, and what it answers is applied in a short step und
   ``sacct`` for all jobs, at most every ``poll_interval`` seconds); records what it learns on the
   container rows (RUNNING; EXITED with Slurm's exit code and a readable reason; a job Slurm
   PREEMPTED for a higher-priority partition exits 0 with the allocation's preemption
-  acknowledged, so its trial resumes from its latest checkpoint without using a restart); and
+  acknowledged, so its trial resumes from its latest checkpoint without using a restart; an
+  interactive task's job ends with Slurm's reason instead); and
   ends the allocations whose job was rejected (their trials error at once). It returns those
   trial exits for the searchers; the other ends go through the loop's usual step, as on agents.
 - :meth:`SlurmManager.schedule`: claims each PENDING allocation
@@ -62,7 +63,7 @@ from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.states import Outcome
 from stalwart.hpc.tracker import JobUpdate
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
-from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.db.tables import Allocation, Container, Task
 from stalwart.master.rm import batchjobs
 from stalwart.master.rm.base import (
     BatchLauncher,
@@ -110,6 +111,12 @@ def _exit_of(update: JobUpdate, system: str = "Slurm") -> tuple[int | None, str]
             return -status.signal, reason
         return status.exit_code, reason
     return None, reason
+
+
+def _is_trial(session: Session, allocation: Allocation) -> bool:
+    """Whether the allocation runs a trial (not a command, notebook, shell...)."""
+    task = session.get(Task, allocation.task_id)
+    return task is not None and task.trial_id is not None
 
 
 @dataclass
@@ -233,8 +240,8 @@ class HpcManager(
                     f"{self.name} job {stuck.job_id} cannot start ({stuck.reason}) and was "
                     f"cancelled after waiting {limit:g} s (resource_manager.stuck_job_timeout); "
                     "change "
-                    f"the experiment's resources or {self.name.lower()} section, or ask the "
-                    f"{self.name} administrators"
+                    f"the experiment's (or task's) resources or {self.name.lower()} section, or "
+                    f"ask the {self.name} administrators"
                 )
                 if batchjobs.mark_exited(session, allocation_id, None, reason):
                     master_log(session, allocation.task_id, allocation.id, reason)
@@ -318,10 +325,11 @@ class HpcManager(
                 if status.terminal:
                     self._cancelled.discard(update.job_id)
                     code, reason = _exit_of(update, self.name)
-                    if status.outcome is Outcome.PREEMPTED:
+                    if status.outcome is Outcome.PREEMPTED and _is_trial(session, allocation):
                         # Slurm took the node for a higher-priority job: the trial resumes
                         # from its latest checkpoint without using a restart, as after a
-                        # preemption it acknowledged (exit 0 after preempt_acked).
+                        # preemption it acknowledged (exit 0 after preempt_acked). An
+                        # interactive task has nothing to resume: it ends with Slurm's reason.
                         allocation.preempt_requested = True
                         allocation.preempt_acked = True
                         code = 0
