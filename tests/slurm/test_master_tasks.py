@@ -77,7 +77,7 @@ def _job_dir(job_root: Path, api: Api, task_id: str) -> Path:
     """The job directory of the task's (only) allocation."""
     allocations = api.get(f"/api/v1/tasks/{task_id}")["task"]["allocations"]
     (allocation,) = allocations
-    return job_root / allocation["allocationId"]
+    return job_root / str(allocation["allocationId"])
 
 
 def _task_logs(api: Api, task_id: str) -> str:
@@ -144,10 +144,11 @@ def test_commands_sharing_a_node_get_their_own_service_ports_and_sbatch_args(
     try:
         ports = []
         for command_id in ids:
-            text = _until(
-                lambda i=command_id: re.search(r"port=(\d+)", _task_logs(api, i)),
-                f"the port line of {command_id}",
-            )
+
+            def port_line(i: str = command_id) -> re.Match[str] | None:
+                return re.search(r"port=(\d+)", _task_logs(api, i))
+
+            text = _until(port_line, f"the port line of {command_id}")
             ports.append(int(text.group(1)))
         assert len(set(ports)) == 2, ports
         jobs = _until(lambda: len(job_ids(job_root)) == 2 and job_ids(job_root), "2 jobs")
