@@ -26,8 +26,9 @@ What it implements, as the real API server does for these calls:
   verifies it), as the in-cluster address of a real API server is always HTTPS.
 
 Tests drive pods with :meth:`FakeKube.schedule`, :meth:`~FakeKube.pulling`,
-:meth:`~FakeKube.run`, :meth:`~FakeKube.succeed`, :meth:`~FakeKube.fail` and
-:meth:`~FakeKube.image_pull_backoff`.
+:meth:`~FakeKube.run` (which gives the pod its IP: a test that runs the pod's command locally
+passes ``pod_ip="127.0.0.1"``, so the master's proxy reaches the local process),
+:meth:`~FakeKube.succeed`, :meth:`~FakeKube.fail` and :meth:`~FakeKube.image_pull_backoff`.
 """
 
 from __future__ import annotations
@@ -159,6 +160,8 @@ class FakeKube:
         self.refuse_watches = False
         """While true, new watch requests get 503 (a flaky API server)."""
         self.refused_watches = 0
+        self.pod_ips = 0
+        """Pod IPs handed out so far (:meth:`run`)."""
         self._server: ThreadingHTTPServer | None = None
         self._closing = False
         self.url = ""
@@ -559,12 +562,23 @@ class FakeKube:
         self._change_pod(ns, name, change)
         self._event(ns, name, "Pulling", "Pulling image")
 
-    def run(self, name: str, ns: str = "default", at: str | None = None) -> None:
-        """Every container runs (phase Running)."""
+    def run(
+        self, name: str, ns: str = "default", at: str | None = None, pod_ip: str | None = None
+    ) -> None:
+        """Every container runs (phase Running). The pod gets its IP (``status.podIP``,
+        ``podIPs``) and its node's (``hostIP``), as the kubelet reports them once the pod's
+        sandbox is up: ``pod_ip`` (``127.0.0.1`` for a pod whose command the test runs as a
+        local process), else the next address of the pod network ``10.244.0.0/16``."""
+        with self.cond:
+            self.pod_ips += 1
+            ip = pod_ip or f"10.244.{self.pod_ips // 250}.{self.pod_ips % 250 + 2}"
 
         def change(pod: dict[str, Any]) -> None:
             pod["status"]["phase"] = "Running"
             pod["status"]["startTime"] = at or _now()
+            pod["status"]["podIP"] = ip
+            pod["status"]["podIPs"] = [{"ip": ip}]
+            pod["status"]["hostIP"] = "192.168.0.10"
             state = {"running": {"startedAt": at or _now()}}
             pod["status"]["containerStatuses"] = self._containers(pod, state, True)
 

@@ -213,3 +213,16 @@ def test_any_id_gives_valid_label_values_and_names(text: str) -> None:
     name = dns_name(text)
     assert len(name) <= 63
     assert _DNS.match(name)
+
+
+def test_an_interactive_task_is_labelled_with_its_kind_and_declares_its_service_port() -> None:
+    notebook = replace(BASE, task_type="notebook", service_port=12370, experiment_id=None)
+    job = job_manifest(notebook)
+    assert_valid([job])
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels["stalwart.dev/task-type"] == "notebook"
+    assert "stalwart.dev/experiment" not in labels
+    assert _task(job)["ports"] == [{"name": "service", "containerPort": 12370, "protocol": "TCP"}]
+    trial = job_manifest(BASE)
+    assert trial["metadata"]["labels"]["stalwart.dev/task-type"] == "trial"
+    assert "ports" not in _task(trial)

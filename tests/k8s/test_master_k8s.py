@@ -271,12 +271,13 @@ def test_the_prepull_daemonset_follows_queued_experiments(k8s: Setup) -> None:
     )
 
 
-def run_pod_command(
+def pod_command(
     setup: Setup, pod: dict[str, Any], workdir: Path
-) -> subprocess.CompletedProcess[str]:
-    """Run the pod's task container as a local process: its command, the ConfigMap's
-    environment, the token Secret as a file and the Job's completion index."""
-    job = setup.fake.list_objects("jobs", NS, MANAGED)["items"][0]
+) -> tuple[list[str], dict[str, str]]:
+    """The pod's task container as a local process: its command, and its environment (the
+    ConfigMap's variables, the token Secret as a file under ``workdir``, the Job's completion
+    index)."""
+    job = setup.fake.get("jobs", NS, pod["metadata"]["labels"]["job-name"])
     spec = job["spec"]["template"]["spec"]
     task = next(c for c in spec["containers"] if c["name"] == TASK_CONTAINER)
     env = dict(os.environ)
@@ -293,9 +294,16 @@ def run_pod_command(
     env["JOB_COMPLETION_INDEX"] = pod["metadata"]["labels"][
         "batch.kubernetes.io/job-completion-index"
     ]
-    workdir.mkdir(exist_ok=True)
+    return list(task["command"]), env
+
+
+def run_pod_command(
+    setup: Setup, pod: dict[str, Any], workdir: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run the pod's task container as a local process (:func:`pod_command`) to its end."""
+    command, env = pod_command(setup, pod, workdir)
     return subprocess.run(
-        task["command"],
+        command,
         cwd=workdir,
         env=env,
         capture_output=True,

@@ -5,18 +5,23 @@ An allocation run on Kubernetes has one container per pod (rank = the pod's Job 
 index) with ``agent_id`` :data:`K8S_AGENT`, and ``allocations.batch_job_id`` = the Job's name
 once the Job was created. :func:`claim` (PENDING -> ASSIGNED, commits) plans the pods and claims
 it (:func:`~stalwart.master.rm.claim.claim_allocation`); :func:`job_request` describes what the
-manager then creates (:mod:`~stalwart.master.rm.kubernetes.manifests`).
+manager then creates (:mod:`~stalwart.master.rm.kubernetes.manifests`), from the trial's
+experiment or from the interactive task's own config (commands, notebooks, shells,
+TensorBoards: their image, pod spec and priority; their owner and workspace).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType
+from stalwart.config.command import CommandConfig
+from stalwart.config.environment import EnvironmentConfig
 from stalwart.environments.manifest import load_manifest
 from stalwart.master.db.tables import (
     Allocation,
@@ -53,7 +58,9 @@ def claim(
     cluster_id: str,
 ) -> bool:
     """PENDING -> ASSIGNED with a token, ports and one container per pod; commits. False when
-    the allocation is not PENDING or not a trial's."""
+    the allocation is not PENDING or its task (a trial, or an interactive task) is gone. Every
+    pod has its own IP, so the ports are the bases (offset 0): an interactive task's
+    ``DET_SERVICE_PORT`` is 12370 in every pod."""
     allocation = session.get(Allocation, allocation_id)
     if allocation is None or allocation.state != "PENDING":
         return False
@@ -104,6 +111,64 @@ def _pod_spec_body(pod: Mapping[str, Any]) -> dict[str, Any]:
     return dict(pod)
 
 
+@dataclass(frozen=True)
+class _Source:
+    """What a Job is built from besides the claimed container: the trial's experiment, or the
+    interactive task itself."""
+
+    environment: EnvironmentConfig
+    priority: int | None
+    username: str
+    workspace: str
+    experiment_id: int | None
+    task_type: str
+    serves: bool
+
+
+_SERVING_KINDS = frozenset({"NOTEBOOK", "SHELL", "TENSORBOARD"})
+"""Interactive kinds whose program listens on ``DET_SERVICE_PORT`` (the proxy's target)."""
+
+
+def _source(session: Session, allocation: Allocation) -> _Source | None:
+    task = session.get(Task, allocation.task_id)
+    if task is None:
+        return None
+    if task.trial_id is None and task.config is not None:  # an interactive task
+        command = CommandConfig.model_validate(task.config)
+        owner = session.get(User, task.owner_id) if task.owner_id is not None else None
+        space = session.get(Workspace, task.workspace_id or 1)
+        return _Source(
+            environment=command.environment,
+            priority=command.resources.priority,
+            username=owner.username if owner is not None else "",
+            workspace=space.name if space is not None else "",
+            experiment_id=None,
+            task_type=task.task_type.lower(),
+            serves=task.task_type in _SERVING_KINDS,
+        )
+    found = session.execute(
+        select(Experiment, User.username, Workspace.name)
+        .join(Task, Task.experiment_id == Experiment.id)
+        .outerjoin(User, User.id == Experiment.owner_id)
+        .outerjoin(Project, Project.id == Experiment.project_id)
+        .outerjoin(Workspace, Workspace.id == Project.workspace_id)
+        .where(Task.task_id == allocation.task_id)
+    ).one_or_none()
+    if found is None:
+        return None
+    experiment, username, workspace = found
+    config = typed_config(experiment)
+    return _Source(
+        environment=config.environment,
+        priority=config.resources.priority,
+        username=username or "",
+        workspace=workspace or "",
+        experiment_id=experiment.id,
+        task_type="trial",
+        serves=False,
+    )
+
+
 def job_request(
     session: Session,
     allocation: Allocation,
@@ -113,35 +178,28 @@ def job_request(
     cluster_id: str,
     task_container_defaults: Mapping[str, Any] | None,
 ) -> JobRequest | None:
-    """The :class:`JobRequest` of a claimed allocation (None when its rows are gone)."""
-    found = session.execute(
-        select(Experiment, User.username, Workspace.name)
-        .join(Task, Task.experiment_id == Experiment.id)
-        .outerjoin(User, User.id == Experiment.owner_id)
-        .outerjoin(Project, Project.id == Experiment.project_id)
-        .outerjoin(Workspace, Workspace.id == Project.workspace_id)
-        .where(Task.task_id == allocation.task_id)
-    ).one_or_none()
+    """The :class:`JobRequest` of a claimed allocation, a trial's or an interactive task's
+    (None when its rows are gone)."""
+    source = _source(session, allocation)
     row = session.get(Container, (allocation.id, 0))
-    if found is None or row is None:
+    if source is None or row is None:
         return None
-    experiment, username, workspace = found
-    config = typed_config(experiment)
-    environment = config.environment
+    environment = source.environment
     spec = row.spec
     device: DeviceType = spec.get("device_type") or "cpu"
     image = str(spec.get("image") or "")
     if not image:
         image = load_manifest().default_image("pytorch", device)[1]
-    priority = config.resources.priority
+    priority = source.priority
     priority_class = settings.default_priority_class
     if priority is not None and priority in settings.priority_classes:
         priority_class = settings.priority_classes[priority]
     user_pod = pod_spec_of(environment.pod_spec, task_container_defaults, device != "cpu")
+    port = (allocation.ports or {}).get("DET_SERVICE_PORT")
     return JobRequest(
         allocation_id=allocation.id,
         task_id=allocation.task_id,
-        namespace=settings.workspace_namespaces.get(workspace or "", settings.namespace),
+        namespace=settings.workspace_namespaces.get(source.workspace, settings.namespace),
         image=image,
         slot_type=device,
         slots=allocation.slots,
@@ -149,9 +207,9 @@ def job_request(
         pool=allocation.resource_pool,
         master_url=master_url,
         python=settings.python,
-        user=username or "",
-        workspace=workspace or "",
-        experiment_id=experiment.id,
+        user=source.username,
+        workspace=source.workspace,
+        experiment_id=source.experiment_id,
         priority_class=priority_class,
         force_pull_image=environment.force_pull_image,
         registry_auth=registry_auth_of(environment),
@@ -163,4 +221,6 @@ def job_request(
         memory_per_slot=settings.slot_resource_requests.memory,
         extra_labels={**settings.extra_pod_labels, "stalwart.dev/cluster": cluster_id},
         ttl_seconds=settings.job_ttl_seconds,
+        task_type=source.task_type,
+        service_port=int(port) if source.serves and isinstance(port, int) else None,
     )

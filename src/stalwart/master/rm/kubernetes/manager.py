@@ -18,9 +18,10 @@ so a new master reattaches to the Jobs of the old one by their labels,
   ``gang_timeout_seconds`` of the first are killed; a pull that cannot succeed
   (``ImagePullBackOff``) fails the trial at once with the registry's message; a Job that
   vanished (not in the cache, and a direct read says so) exits its allocation. After an exit
-  the ConfigMap and Secrets are deleted (the Job stays until its TTL, for ``kubectl``). Every
-  API call happens outside database transactions. Returns the trial exits of allocations that
-  could never run.
+  the ConfigMap and Secrets are deleted (the Job stays until its TTL, for ``kubectl``), also
+  for an allocation the launcher's ``batch/exit`` ended before a round saw its pod finish
+  (:meth:`KubernetesManager._sweep`). Every API call happens outside database transactions.
+  Returns the trial exits of allocations that could never run.
 - :meth:`KubernetesManager.schedule`: claims each PENDING
   allocation, then creates its ConfigMap, Secrets (token; registry auth), headless Service
   (multi-pod) and Job outside any transaction, and records the Job's name. A transient failure
@@ -29,6 +30,10 @@ so a new master reattaches to the Jobs of the old one by their labels,
   object fails the trial with the API's message.
 - Every ``prepull.refresh_seconds``, :meth:`KubernetesManager.refresh_prepull` recomputes the
   pre-pull plan and creates, updates or deletes the pools' DaemonSets.
+
+Allocations are trials' or interactive tasks' (commands, notebooks, shells, TensorBoards: one
+pod each, the same launcher); :meth:`KubernetesManager.service_host` tells the master's proxy
+where a task's service listens: its pod's IP, read from the Pod informer's cache.
 
 All API calls go through :class:`~stalwart.master.rm.kubernetes.queue.RateLimitedApi`.
 """
@@ -42,13 +47,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import DeviceType
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.db.tables import Allocation, Container
 from stalwart.master.rm import batchjobs
-from stalwart.master.rm.base import BatchLauncher, Prepull, Reattaches, ResourceManager
+from stalwart.master.rm.base import (
+    BatchLauncher,
+    Prepull,
+    Reattaches,
+    ResourceManager,
+    ServiceAddresses,
+)
 from stalwart.master.rm.kubernetes import allocations as rows
 from stalwart.master.rm.kubernetes.client import (
     AlreadyExistsError,
@@ -61,6 +73,7 @@ from stalwart.master.rm.kubernetes.client import (
 from stalwart.master.rm.kubernetes.informer import Informer
 from stalwart.master.rm.kubernetes.manifests import (
     ALLOCATION_LABEL,
+    LABEL_PREFIX,
     allocation_objects,
     job_name,
     label_value,
@@ -76,7 +89,13 @@ from stalwart.master.rm.kubernetes.prepull import (
 )
 from stalwart.master.rm.kubernetes.queue import RateLimitedApi
 from stalwart.master.rm.kubernetes.settings import K8S_AGENT, KubernetesSettings
-from stalwart.master.rm.kubernetes.states import allocation_status, pod_view, pull_seconds
+from stalwart.master.rm.kubernetes.states import (
+    allocation_status,
+    pod_address,
+    pod_rank,
+    pod_view,
+    pull_seconds,
+)
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.prepull import plan_for, queued_experiment_images
 from stalwart.master.state import MasterState
@@ -105,7 +124,7 @@ def master_url_for(host: str, port: int, settings: KubernetesSettings) -> str:
     return f"http://{host}:{port}"
 
 
-class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
+class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher, ServiceAddresses):
     """Kubernetes as the master's resource manager (see the module docstring)."""
 
     name = "Kubernetes"
@@ -144,6 +163,9 @@ class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
         self._logged: dict[str, str] = {}
         self._gang_since: dict[str, float] = {}
         self._prepull_at: float | None = None
+        self._swept: set[str] = set()
+        """Jobs of ended allocations whose ConfigMap and Secrets were deleted (see
+        :meth:`_sweep`)."""
 
     def close(self) -> None:
         """Stop the informers and release connections; idempotent."""
@@ -169,6 +191,27 @@ class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
         if job is not None:
             return [str(job["metadata"].get("namespace") or self.k8s.namespace)]
         return self.k8s.namespaces()
+
+    def service_host(self, session: Session, allocation_id: str, rank: int = 0) -> str | None:
+        """Where the master reaches the service of pod ``rank``: the pod's IP
+        (``status.podIP``, from the Pod informer's cache) while it runs; None once it ended;
+        else the address its launcher reported at ``batch/start`` (its own address on the
+        route to the master: the pod's IP too), for a cache that has not seen the pod run yet
+        (a master that just started); None before either is known. Reads the caches and the
+        database only: thread-safe, no API call (the proxy calls it on every request)."""
+        key = label_value(allocation_id)
+        for pod in (p for informer in self.pods.values() for p in informer.objects()):
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if labels.get(ALLOCATION_LABEL) == key and pod_rank(pod) == rank:
+                address = pod_address(pod)
+                if address is not None:
+                    return address
+                if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    return None  # it ended: nothing listens any more
+        row = session.get(Container, (allocation_id, rank))
+        if row is None or row.state == "EXITED":
+            return None
+        return batchjobs.node_address(row)
 
     # -- sync --------------------------------------------------------------------------------
 
@@ -295,7 +338,52 @@ class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
                 self._delete_quietly(allocation_id, pods)
             else:
                 self._clean_up(allocation_id, pods)
+        self._sweep({allocation_id for allocation_id, _ in every})
         return exits
+
+    def _sweep(self, live: set[str]) -> None:
+        """Delete the ConfigMap, Secrets and Service of Jobs whose allocation already ended
+        (once per Job): an allocation the launcher's ``batch/exit`` ended (a command that
+        finished, a trial run to completion) is TERMINATED before any round saw its pod
+        finish, so :meth:`_observe` never cleaned up after it. The Job itself stays until its
+        ``ttlSecondsAfterFinished``; a Job of an allocation the database does not know is
+        left alone."""
+        cached = {
+            str(job["metadata"]["name"]): job
+            for informer in self.jobs.values()
+            for job in informer.objects()
+        }
+        self._swept &= set(cached)
+        ended: dict[str, tuple[str, str]] = {}
+        for name, job in cached.items():
+            meta = job["metadata"]
+            allocation_id = (meta.get("annotations") or {}).get(LABEL_PREFIX + "allocation-id")
+            if name in self._swept or not allocation_id or allocation_id in live:
+                continue
+            ended[str(allocation_id)] = (name, str(meta.get("namespace") or self.k8s.namespace))
+        if not ended:
+            return
+        with self.sessions() as session:  # reads only
+            known = set(
+                session.scalars(
+                    select(Allocation.id).where(
+                        Allocation.id.in_(sorted(ended)), Allocation.state == "TERMINATED"
+                    )
+                )
+            )
+        for allocation_id in sorted(known):
+            name, ns = ended[allocation_id]
+            try:
+                self.api.delete("configmaps", ns, name)
+                self.api.delete("secrets", ns, name)
+                self.api.delete("secrets", ns, name + "-registry")
+                self.api.delete("services", ns, name)
+            except KubeError as exc:
+                log.warning(
+                    "cleaning up after allocation %s failed (retrying): %s", allocation_id, exc
+                )
+                continue
+            self._swept.add(name)
 
     def _get_job(self, allocation_id: str, name: str) -> dict[str, Any] | None:
         """The Job from the API: None when it is gone; ``{}`` when the API cannot say (nothing
@@ -312,6 +400,8 @@ class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher):
 
     def _forget(self, live: set[str]) -> None:
         """Drop what is remembered of allocations that ended."""
+        # Their objects were deleted already: nothing left for the sweep.
+        self._swept |= {job_name(a) for a in (self._deleted | self._cleaned) - live}
         self._deleted &= live
         self._cleaned &= live
         self._gang_since = {k: v for k, v in self._gang_since.items() if k in live}

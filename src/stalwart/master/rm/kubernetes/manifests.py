@@ -15,9 +15,14 @@ One allocation is (all labelled with :func:`allocation_labels`, all named :func:
 
 Each pod's ``stalwart-task`` container runs the batch launcher (``python -m
 stalwart.hpc.task``), as on Slurm: it asks the master for its rank's task spec, fetches the
-model definition and runs the task. The user's ``environment.pod_spec`` (already merged over the
-pool's ``cpu_pod_spec``/``gpu_pod_spec`` by the caller, the experiment winning) is the base the
-pod is built on (:mod:`stalwart.master.rm.kubernetes.podspec`).
+model definition (a command's files) and runs the task: a trial, or an interactive task
+(command, notebook, shell, TensorBoard; labelled with its kind as ``stalwart.dev/task-type``).
+A task that serves something declares its ``DET_SERVICE_PORT`` as the container's
+:data:`SERVICE_PORT_NAME` port; the master's proxy reaches it at the pod's IP.
+
+The user's ``environment.pod_spec`` (already merged over the pool's
+``cpu_pod_spec``/``gpu_pod_spec`` by the caller, the experiment's or task's config winning) is
+the base the pod is built on (:mod:`stalwart.master.rm.kubernetes.podspec`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "ALLOCATION_LABEL",
     "LABEL_PREFIX",
     "MANAGED_BY",
+    "SERVICE_PORT_NAME",
     "TASK_FILES_DIR",
     "TOKEN_DIR",
     "WORK_DIR",
@@ -66,6 +72,9 @@ SlotType = Literal["cpu", "cuda", "rocm"]
 LABEL_PREFIX = "stalwart.dev/"
 ALLOCATION_LABEL = LABEL_PREFIX + "allocation"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "stalwart"}
+SERVICE_PORT_NAME = "service"
+"""The task container's port of an interactive task's service (the master's proxy reaches it at
+the pod's IP)."""
 TASK_FILES_DIR = "/etc/stalwart/task"
 TOKEN_DIR = "/var/run/stalwart"
 WORK_DIR = "/run/stalwart/work"
@@ -102,6 +111,12 @@ class JobRequest:
     memory_per_slot: str | None = None
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     ttl_seconds: int = 3600
+    task_type: str = "trial"
+    """The ``stalwart.dev/task-type`` label: ``trial``, or an interactive task's kind in lower
+    case (``command``, ``notebook``, ``shell``, ``tensorboard``, ``generic``)."""
+    service_port: int | None = None
+    """The port an interactive task's service listens on (``DET_SERVICE_PORT``), declared as the
+    task container's ``service`` port; None for tasks that serve nothing."""
 
 
 def label_value(text: str) -> str:
@@ -136,7 +151,7 @@ def allocation_labels(request: JobRequest) -> dict[str, str]:
         ALLOCATION_LABEL: label_value(request.allocation_id),
         LABEL_PREFIX + "task": label_value(request.task_id),
         LABEL_PREFIX + "pool": label_value(request.pool),
-        LABEL_PREFIX + "task-type": "trial",
+        LABEL_PREFIX + "task-type": label_value(request.task_type),
     }
     if request.user:
         labels[LABEL_PREFIX + "user"] = label_value(request.user)
@@ -215,7 +230,7 @@ def _pull_secret_names(request: JobRequest) -> list[str]:
 
 def _task_container(request: JobRequest, slots: int) -> dict[str, Any]:
     name = job_name(request.allocation_id)
-    return {
+    container: dict[str, Any] = {
         "name": TASK_CONTAINER,
         "image": request.image,
         "imagePullPolicy": "Always" if request.force_pull_image else "IfNotPresent",
@@ -230,6 +245,11 @@ def _task_container(request: JobRequest, slots: int) -> dict[str, Any]:
             {"name": "stalwart-shm", "mountPath": "/dev/shm"},
         ],
     }
+    if request.service_port is not None:
+        container["ports"] = [
+            {"name": SERVICE_PORT_NAME, "containerPort": request.service_port, "protocol": "TCP"}
+        ]
+    return container
 
 
 def _pod_spec(request: JobRequest, slots: int) -> dict[str, Any]:

@@ -30,6 +30,7 @@ __all__ = [
     "AllocationStatus",
     "PodView",
     "allocation_status",
+    "pod_address",
     "pod_rank",
     "pod_view",
     "pull_seconds",
@@ -88,6 +89,15 @@ def pod_rank(pod: Mapping[str, Any]) -> int:
         if value is not None and str(value).isdigit():
             return int(value)
     return 0
+
+
+def pod_address(pod: Mapping[str, Any]) -> str | None:
+    """The pod's IP (``status.podIP``) while it runs (phase Running); None otherwise: its
+    service can answer only then."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not status.get("podIP"):
+        return None
+    return str(status["podIP"])
 
 
 def pod_view(pod: Mapping[str, Any], container: str) -> PodView:
