@@ -76,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", type=Path, help="keep the master's home here (kept)")
     run.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     run.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    run.add_argument(
+        "--db",
+        action="append",
+        choices=["sqlite", "postgresql"],
+        help="only this database, for the benchmarks that run on several (repeatable)",
+    )
     return parser
 
 
@@ -92,7 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.clients < 1:
         print("--clients must be at least 1")
         return 2
-    options = Options(quick=args.quick, clients=args.clients, workdir=args.workdir, keep=args.keep)
+    options = Options(
+        quick=args.quick,
+        clients=args.clients,
+        workdir=args.workdir,
+        keep=args.keep,
+        databases=tuple(args.db) if args.db else ("sqlite", "postgresql"),
+    )
     missed = False
     for name in args.names or list(BENCHMARKS):
         try:

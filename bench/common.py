@@ -54,6 +54,8 @@ class Options:
     clients: int = 8
     workdir: Path | None = None
     keep: bool = False
+    databases: tuple[str, ...] = ("sqlite", "postgresql")
+    """The databases of the benchmarks that run on several (``--db``)."""
 
 
 @dataclass

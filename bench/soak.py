@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, func, select, text
 
 from bench.common import (
     BenchError,
@@ -55,7 +55,7 @@ from bench.common import (
 )
 from bench.load import PG_URL, pg_schema
 from stalwart.local import LocalCluster, LocalClusterError
-from stalwart.master.db.tables import Checkpoint, Experiment, MetricReport, Trial
+from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, MetricReport, Trial
 
 __all__ = [
     "FULL",
@@ -233,13 +233,21 @@ class SoakResult:
     lost_checkpoints: list[str] = field(default_factory=list)
     repeated_steps: list[str] = field(default_factory=list)
     reused_ids: list[str] = field(default_factory=list)
+    trial_states: dict[str, int] = field(default_factory=dict)
+    live_allocations: int = 0
+    pending_exits: int = 0
 
     @property
     def problems(self) -> list[str]:
         """Every broken promise, in words (empty: the soak passed)."""
         out: list[str] = []
         if self.experiment_state != "COMPLETED":
-            out.append(f"the experiment ended {self.experiment_state or 'nowhere'}, not COMPLETED")
+            states = ", ".join(f"{n} {state}" for state, n in sorted(self.trial_states.items()))
+            out.append(
+                f"the experiment ended {self.experiment_state or 'nowhere'}, not COMPLETED "
+                f"(trials: {states or 'none'}; {self.live_allocations} allocations live; "
+                f"{self.pending_exits} trial exits not yet fed to the searcher)"
+            )
         for what, found in (
             ("metric reports lost", self.lost_reports),
             ("metric reports stored twice", self.duplicated_reports),
@@ -262,6 +270,11 @@ class Stored:
     """``(trial, run, group, step)`` -> rows stored."""
     checkpoints: Counter[str]
     """Checkpoint uuid -> rows stored."""
+    trial_states: Counter[str] = field(default_factory=Counter)
+    """Trials by state at the end (what a search that did not finish was waiting for)."""
+    live_allocations: int = 0
+    pending_exits: int = 0
+    """Trials whose exit their searcher has not been fed yet (``trials.searcher_exit``)."""
 
 
 def read_database(db_url: str, experiment_id: int) -> Stored:
@@ -284,10 +297,27 @@ def read_database(db_url: str, experiment_id: int) -> Stored:
             checkpoints = Counter(
                 conn.scalars(select(Checkpoint.uuid).where(Checkpoint.trial_id.in_(trial_ids)))
             )
+            trial_rows = conn.execute(
+                select(Trial.state, Trial.searcher_exit).where(Trial.experiment_id == experiment_id)
+            ).all()
+            live = conn.scalar(
+                select(func.count())
+                .select_from(Allocation)
+                .join(Trial, Trial.task_id == Allocation.task_id)
+                .where(Trial.experiment_id == experiment_id, Allocation.state != "TERMINATED")
+            )
     finally:
         engine.dispose()
     reports = Counter((int(t), int(r), str(g), int(s)) for t, r, g, s in rows)
-    return Stored(str(state or ""), trial_ids, reports, checkpoints)
+    return Stored(
+        str(state or ""),
+        trial_ids,
+        reports,
+        checkpoints,
+        trial_states=Counter(str(row.state) for row in trial_rows),
+        live_allocations=int(live or 0),
+        pending_exits=sum(1 for row in trial_rows if row.searcher_exit is not None),
+    )
 
 
 def check(stored: Stored, journals: dict[int, Journal], result: SoakResult) -> None:
@@ -295,6 +325,9 @@ def check(stored: Stored, journals: dict[int, Journal], result: SoakResult) -> N
     findings (see the module docstring for the promises)."""
     result.experiment_state = stored.experiment_state
     result.trials = len(stored.trial_ids)
+    result.trial_states = dict(stored.trial_states)
+    result.live_allocations = stored.live_allocations
+    result.pending_exits = stored.pending_exits
     result.reused_ids += [f"trial {t}" for t, n in Counter(stored.trial_ids).items() if n > 1]
     result.reused_ids += [f"checkpoint {u}" for u, n in stored.checkpoints.items() if n > 1]
     result.reports_stored = sum(stored.reports.values())
@@ -557,10 +590,12 @@ def run(options: Options) -> list[Measurement]:
     """Both databases, the full plan (``--quick``: the short one)."""
     plan = QUICK if options.quick else FULL
     results: list[SoakResult] = []
-    with _workdir(options, "sqlite") as work:
-        results.append(run_soak(plan, work))
-    with pg_schema() as db_url, _workdir(options, "postgresql") as work:
-        results.append(run_soak(plan, work, db_url))
+    if "sqlite" in options.databases:
+        with _workdir(options, "sqlite") as work:
+            results.append(run_soak(plan, work))
+    if "postgresql" in options.databases:
+        with pg_schema() as db_url, _workdir(options, "postgresql") as work:
+            results.append(run_soak(plan, work, db_url))
     measurements = [m for r in results for m in _measurements(r)]
     print_table(f"chaos soak ({'quick' if options.quick else 'full'})", measurements)
     extra: dict[str, Any] = {"plan": plan.__dict__, "problems": [r.problems for r in results]}
