@@ -93,5 +93,8 @@ def test_a_run_that_resumes_before_its_checkpoint_repeats_steps(tmp_path: Path) 
 
 def test_an_experiment_that_did_not_complete_and_reused_ids_are_problems(tmp_path: Path) -> None:
     result = _findings(tmp_path, _stored(experiment_state="ERROR", trial_ids=[7, 7]))
-    assert result.problems[0] == "the experiment ended ERROR, not COMPLETED"
+    assert result.problems[0] == (
+        "the experiment ended ERROR, not COMPLETED (trials: none; 0 allocations live; 0 trial "
+        "exits not yet fed to the searcher)"
+    )
     assert result.reused_ids == ["trial 7"]

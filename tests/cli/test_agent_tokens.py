@@ -14,6 +14,7 @@ import httpx
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.local import LocalCluster
+from stalwart.master.services.passwords import client_hash
 from tests.cli.conftest import Cli, one_error_line
 
 
@@ -61,6 +62,24 @@ def test_revoke_forbids_then_reenroll_allows_the_agent_id(cli: Cli, cluster: Loc
     again = _sync(cluster, "cli-spare", enrollment)
     assert again.status_code == 200, again.text
     assert again.json()["agent_token"] not in (None, token)
+    _disable(cluster, "cli-spare")  # the package's other tests must not place work on it
+
+
+def _disable(cluster: LocalCluster, agent_id: str) -> None:
+    """Disable a hand-enrolled agent: it runs nothing, and zero-slot tasks may go anywhere."""
+    login = httpx.post(
+        f"{cluster.url}/api/v1/auth/login",
+        json={"username": "admin", "password": client_hash(""), "isHashed": True},
+        timeout=10.0,
+    )
+    assert login.status_code == 200, login.text
+    done = httpx.post(
+        f"{cluster.url}/api/v1/agents/{agent_id}/disable",
+        json={"drain": False},
+        headers={"Authorization": f"Bearer {login.json()['token']}"},
+        timeout=10.0,
+    )
+    assert done.status_code == 200, done.text
 
 
 def test_revoking_an_unknown_agent_is_one_line(cli: Cli) -> None:
