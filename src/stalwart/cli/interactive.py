@@ -21,7 +21,7 @@ from stalwart.cli.experiment import apply_overrides
 from stalwart.client import InteractiveTask, TaskKind
 from stalwart.client.models import TaskLogsResponse
 from stalwart.config.loader import read_yaml
-from stalwart.errors import ConfigError
+from stalwart.errors import ConfigError, FailedPreconditionError
 
 __all__ = [
     "CONFIG_FILE",
@@ -35,8 +35,10 @@ __all__ = [
     "kill_one",
     "launch_config",
     "list_kind",
+    "open_running",
     "open_url",
     "print_task_logs",
+    "serve_launched",
     "wait_ready",
 ]
 
@@ -91,6 +93,29 @@ def open_url(url: str, *, browser: bool) -> None:
     out().print(url, markup=False, soft_wrap=True)
     if browser:
         webbrowser.open(url)
+
+
+def serve_launched(task: InteractiveTask, *, detach: bool, browser: bool) -> None:
+    """After a notebook's or TensorBoard's launch: its id (``detach``), or wait until it is
+    ready, then print its URL (and open it with ``browser``)."""
+    what = _KIND_NAMES[task.kind]
+    if detach:
+        out().print(task.id, markup=False)
+        return
+    err().print(f"Launched {what.lower()} {task.id}", markup=False)
+    task = wait_ready(task)
+    err().print(f"{what} {task.id} is running at:", markup=False)
+    open_running(task, browser=browser)
+
+
+def open_running(task: InteractiveTask, *, browser: bool) -> None:
+    """Print (and with ``browser`` open) the URL of a running notebook or TensorBoard."""
+    if task.ended or task.url is None:
+        raise FailedPreconditionError(
+            f"{_KIND_NAMES[task.kind].lower()} {task.id} is {task.state}",
+            hint=f"start one with `stalwart {task.kind} start`",
+        )
+    open_url(task.url, browser=browser)
 
 
 def print_task_logs(lines: Iterable[TaskLogsResponse], *, split: bool = False) -> int:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from stalwart.cli.common import client, err, out
+from stalwart.cli.common import client
 from stalwart.cli.interactive import (
     CONFIG_FILE,
     CONTEXT,
@@ -25,10 +25,9 @@ from stalwart.cli.interactive import (
     kill_one,
     launch_config,
     list_kind,
-    open_url,
-    wait_ready,
+    open_running,
+    serve_launched,
 )
-from stalwart.errors import FailedPreconditionError
 
 __all__ = ["NO_BROWSER", "app"]
 
@@ -50,15 +49,7 @@ def start(
     """Start a notebook and open it once it is ready."""
     config = launch_config(config_file, overrides)
     task = client().launch_notebook(config, context, includes=includes or [], template=template)
-    if detach:
-        out().print(task.id, markup=False)
-        return
-    err().print(f"Launched notebook {task.id}", markup=False)
-    wait_ready(task)
-    err().print(f"Notebook {task.id} is running at:", markup=False)
-    if task.url is None:  # pragma: no cover - the master always sends a notebook's address
-        raise FailedPreconditionError(f"notebook {task.id} has no address")
-    open_url(task.url, browser=not no_browser)
+    serve_launched(task, detach=detach, browser=not no_browser)
 
 
 @app.command("open")
@@ -67,12 +58,7 @@ def open_notebook(
     no_browser: Annotated[bool, NO_BROWSER] = False,
 ) -> None:
     """Open a running notebook in the browser (and print its URL)."""
-    task = client().get_interactive(task_id, "notebook")
-    if task.ended or task.url is None:
-        raise FailedPreconditionError(
-            f"notebook {task.id} is {task.state}", hint="start one with `stalwart notebook start`"
-        )
-    open_url(task.url, browser=not no_browser)
+    open_running(client().get_interactive(task_id, "notebook"), browser=not no_browser)
 
 
 @app.command("list")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from stalwart.cli.common import client, err, out
+from stalwart.cli.common import client
 from stalwart.cli.interactive import (
     CONFIG_FILE,
     DETACH,
@@ -22,11 +22,10 @@ from stalwart.cli.interactive import (
     kill_one,
     launch_config,
     list_kind,
-    open_url,
-    wait_ready,
+    open_running,
+    serve_launched,
 )
 from stalwart.cli.notebook import NO_BROWSER
-from stalwart.errors import FailedPreconditionError
 
 __all__ = ["app"]
 
@@ -54,15 +53,7 @@ def start(
     task = client().launch_tensorboard(
         experiment_ids or [], trial_ids or [], config, template=template
     )
-    if detach:
-        out().print(task.id, markup=False)
-        return
-    err().print(f"Launched TensorBoard {task.id}", markup=False)
-    wait_ready(task)
-    err().print(f"TensorBoard {task.id} is running at:", markup=False)
-    if task.url is None:  # pragma: no cover - the master always sends a TensorBoard's address
-        raise FailedPreconditionError(f"TensorBoard {task.id} has no address")
-    open_url(task.url, browser=not no_browser)
+    serve_launched(task, detach=detach, browser=not no_browser)
 
 
 @app.command("open")
@@ -71,10 +62,7 @@ def open_board(
     no_browser: Annotated[bool, NO_BROWSER] = False,
 ) -> None:
     """Open a running TensorBoard in the browser (and print its URL)."""
-    task = client().get_interactive(task_id, "tensorboard")
-    if task.ended or task.url is None:
-        raise FailedPreconditionError(f"TensorBoard {task.id} is {task.state}")
-    open_url(task.url, browser=not no_browser)
+    open_running(client().get_interactive(task_id, "tensorboard"), browser=not no_browser)
 
 
 @app.command("list")
