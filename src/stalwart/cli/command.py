@@ -19,12 +19,10 @@ from stalwart.cli.interactive import (
     CONTEXT,
     DETACH,
     INCLUDES,
-    JSON,
     OVERRIDES,
     TEMPLATE,
-    kill_one,
+    add_list_and_kill,
     launch_config,
-    list_kind,
     print_task_logs,
 )
 
@@ -71,17 +69,6 @@ def run(
     raise typer.Exit(code)
 
 
-@app.command("list")
-def list_commands(
-    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
-        False
-    ),
-    as_json: Annotated[bool, JSON] = False,
-) -> None:
-    """List commands."""
-    list_kind("command", everyone=everyone, as_json=as_json)
-
-
 @app.command("logs")
 def logs(
     task_id: Annotated[str, typer.Argument(help="The command.")],
@@ -93,7 +80,4 @@ def logs(
     print_task_logs(client().task_logs(task_id, follow=follow))
 
 
-@app.command("kill")
-def kill(task_id: Annotated[str, typer.Argument(help="The command.")]) -> None:
-    """Kill a command."""
-    kill_one(task_id, "command")
+add_list_and_kill(app, "command", "commands")

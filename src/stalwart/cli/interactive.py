@@ -31,6 +31,7 @@ __all__ = [
     "JSON",
     "OVERRIDES",
     "TEMPLATE",
+    "add_list_and_kill",
     "app",
     "kill_one",
     "launch_config",
@@ -159,6 +160,24 @@ def list_kind(kind: TaskKind | None, *, everyone: bool, as_json: bool) -> None:
         print_json([{"kind": t.kind, **data} for t, data in zip(tasks, wire, strict=True)])
         return
     _rows(tasks, kinds=kind is None)
+
+
+def add_list_and_kill(noun: typer.Typer, kind: TaskKind, plural: str) -> None:
+    """Give a noun's app its ``list`` and ``kill`` commands (the same for every kind)."""
+
+    # Plain defaults, not Annotated: the help names the kind, a value the (postponed, string)
+    # annotations could not see.
+    def list_noun(
+        everyone: bool = typer.Option(False, "--all", "-a", help="Everyone's, not only yours."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        list_kind(kind, everyone=everyone, as_json=as_json)
+
+    def kill_noun(task_id: str = typer.Argument(..., help=f"The {kind}.")) -> None:
+        kill_one(task_id, kind)
+
+    noun.command("list", help=f"List {plural}.")(list_noun)
+    noun.command("kill", help=f"Kill a {kind}.")(kill_noun)
 
 
 def kill_one(task_id: str, kind: TaskKind | None) -> None:

@@ -19,12 +19,10 @@ from stalwart.cli.interactive import (
     CONTEXT,
     DETACH,
     INCLUDES,
-    JSON,
     OVERRIDES,
     TEMPLATE,
-    kill_one,
+    add_list_and_kill,
     launch_config,
-    list_kind,
     open_running,
     serve_launched,
 )
@@ -61,18 +59,4 @@ def open_notebook(
     open_running(client().get_interactive(task_id, "notebook"), browser=not no_browser)
 
 
-@app.command("list")
-def list_notebooks(
-    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
-        False
-    ),
-    as_json: Annotated[bool, JSON] = False,
-) -> None:
-    """List notebooks."""
-    list_kind("notebook", everyone=everyone, as_json=as_json)
-
-
-@app.command("kill")
-def kill(task_id: Annotated[str, typer.Argument(help="The notebook.")]) -> None:
-    """Kill a notebook."""
-    kill_one(task_id, "notebook")
+add_list_and_kill(app, "notebook", "notebooks")

@@ -31,12 +31,10 @@ from stalwart.cli.interactive import (
     CONTEXT,
     DETACH,
     INCLUDES,
-    JSON,
     OVERRIDES,
     TEMPLATE,
-    kill_one,
+    add_list_and_kill,
     launch_config,
-    list_kind,
     wait_ready,
 )
 from stalwart.client import InteractiveTask
@@ -178,23 +176,6 @@ def open_shell(
     _connect(task, command or [], show=show)
 
 
-@app.command("list")
-def list_shells(
-    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
-        False
-    ),
-    as_json: Annotated[bool, JSON] = False,
-) -> None:
-    """List shells."""
-    list_kind("shell", everyone=everyone, as_json=as_json)
-
-
-@app.command("kill")
-def kill(task_id: Annotated[str, typer.Argument(help="The shell.")]) -> None:
-    """Kill a shell."""
-    kill_one(task_id, "shell")
-
-
 @app.command("tunnel", hidden=True)
 def tunnel(
     master: Annotated[str, typer.Argument(help="The master's URL.")],
@@ -238,3 +219,6 @@ def run_tunnel(url: str) -> None:
         pass
     finally:
         ws.close()
+
+
+add_list_and_kill(app, "shell", "shells")

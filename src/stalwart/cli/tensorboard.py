@@ -16,12 +16,10 @@ from stalwart.cli.common import client
 from stalwart.cli.interactive import (
     CONFIG_FILE,
     DETACH,
-    JSON,
     OVERRIDES,
     TEMPLATE,
-    kill_one,
+    add_list_and_kill,
     launch_config,
-    list_kind,
     open_running,
     serve_launched,
 )
@@ -65,18 +63,4 @@ def open_board(
     open_running(client().get_interactive(task_id, "tensorboard"), browser=not no_browser)
 
 
-@app.command("list")
-def list_boards(
-    everyone: Annotated[bool, typer.Option("--all", "-a", help="Everyone's, not only yours.")] = (
-        False
-    ),
-    as_json: Annotated[bool, JSON] = False,
-) -> None:
-    """List TensorBoards."""
-    list_kind("tensorboard", everyone=everyone, as_json=as_json)
-
-
-@app.command("kill")
-def kill(task_id: Annotated[str, typer.Argument(help="The TensorBoard.")]) -> None:
-    """Kill a TensorBoard."""
-    kill_one(task_id, "tensorboard")
+add_list_and_kill(app, "tensorboard", "TensorBoards")
