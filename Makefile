@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Parallel pytest workers: most tests wait on real masters, agents and tasks, so a 2-core machine
+# runs three at once well (tests/conftest.py keeps each module on one worker).
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
 
@@ -29,7 +32,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 envs-check: $(STAMP)
 	$(BIN)/stalwart envs check

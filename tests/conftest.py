@@ -1,6 +1,15 @@
 """Fixtures for every test package: a private PostgreSQL schema when PostgreSQL is reachable.
 
 ``CI=true`` makes a missing PostgreSQL a failure instead of a skip.
+
+Parallel workers (``make test`` runs pytest-xdist with ``--dist loadfile``):
+
+- each test module runs whole on one worker (its module-scoped masters are started once), and
+  the modules of each :data:`SERIAL_GROUPS` group share one worker, one after another (they use
+  one machine-wide service: the Slurm cluster); see :func:`pytest_xdist_make_scheduler`;
+- each worker's masters give their tasks ports of their own
+  (``STALWART_CLUSTER__TASK_PORT_OFFSET``, :data:`PORT_OFFSETS_PER_WORKER` apart), so notebooks and
+  distributed trials of two workers on this host never collide.
 """
 
 from __future__ import annotations
@@ -8,11 +17,54 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from xdist.remote import Producer  # type: ignore[import-untyped]
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 PG_URL = os.environ.get("STALWART_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+TESTS = Path(__file__).resolve().parent
+SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
+    "real-slurm": ("tests/slurm/test_master_", "tests/slurm/test_real_slurm.py"),
+}
+"""Modules (by path prefix) that share one machine-wide service and so run on one worker, one
+after another: the real Slurm cluster has room for one test's jobs at a time."""
+PORT_OFFSETS_PER_WORKER = 50
+"""Port offsets between two workers' masters (50 offsets: 1,000 ports above each base)."""
+PORT_OFFSET_VARIABLE = "STALWART_CLUSTER__TASK_PORT_OFFSET"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this xdist worker's masters (subprocesses inherit the variable) their port range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        os.environ.setdefault(PORT_OFFSET_VARIABLE, str(PORT_OFFSETS_PER_WORKER * int(worker[2:])))
+
+
+def _group(nodeid: str) -> str:
+    """The scheduling group of a test: its serial group, else its module."""
+    module = nodeid.split("::", 1)[0]
+    for group, prefixes in SERIAL_GROUPS.items():
+        if module.startswith(prefixes):
+            return group
+    return module
+
+
+class _ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+    """``--dist loadfile``, except that the modules of a serial group go to one worker."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _group(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
+    """Schedule ``--dist loadfile`` runs by :func:`_group` (other modes: xdist's own)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return _ModuleGroups(config, log)
 
 
 @pytest.fixture

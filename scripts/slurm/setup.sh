@@ -48,6 +48,7 @@ log() { echo "[slurm setup +$(($(date +%s) - start))s] $*"; }
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
     || ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
     log "installing slurm-wlm and munge"
+    source "$here/../apt-lock.sh"
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null \
         || { apt-get update >/dev/null && apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null; }

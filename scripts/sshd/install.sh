@@ -39,6 +39,7 @@ fi
 # apt's output is shown only when it fails.
 log=$(mktemp)
 trap '$sudo rm -f "${cleanup:-}"; rm -f "$log"' EXIT
+source "$(dirname "$0")/../apt-lock.sh"
 apt() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -q "$@" >>"$log" 2>&1; }
 echo "install.sh: installing ${packages[*]} with apt"
 if ! apt install -y --no-install-recommends "${packages[@]}"; then

@@ -23,6 +23,7 @@ if [[ $(id -u) -ne 0 ]]; then
     fi
 fi
 
+source "$(dirname "$0")/../apt-lock.sh"
 export DEBIAN_FRONTEND=noninteractive
 echo "browser.sh: installing chromium with apt"
 $sudo apt-get install -y --no-install-recommends chromium >/dev/null \

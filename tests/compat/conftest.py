@@ -29,6 +29,8 @@ from typing import NoReturn
 import httpx
 import pytest
 
+from tests.conftest import PORT_OFFSET_VARIABLE
+
 DET_VERSION = "0.38.1"
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
@@ -132,11 +134,13 @@ def _stalwart_executable() -> str:
 
 
 def _clean_env(home: Path) -> dict[str, str]:
-    """The environment minus anything that points at a real master, database or token store."""
+    """The environment minus anything that points at a real master, database or token store
+    (this worker's task port range stays: see tests/conftest.py)."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DET_", "STALWART_")) and key != "XDG_CONFIG_HOME"
+        if (not key.startswith(("DET_", "STALWART_")) or key == PORT_OFFSET_VARIABLE)
+        and key != "XDG_CONFIG_HOME"
     }
     env["HOME"] = str(home)
     return env

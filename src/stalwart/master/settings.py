@@ -145,6 +145,15 @@ class ClusterSettings(_Settings):
     tick: float = Field(
         default=1.0, gt=0, description="Seconds between scheduling rounds when nothing happens."
     )
+    task_port_offset: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="The first port offset this master gives allocations (an allocation with "
+        "offset `k` listens on `base + 100 * (k // 5) + k % 5` for each of Determined's port "
+        "bases: 12350, 12360, 12365, 29400, and the service port 12370). Masters whose tasks "
+        "share hosts need offsets far apart (e.g. 0 and 50), or their tasks' ports collide.",
+    )
     prepull: PrepullSettings = Field(
         default_factory=PrepullSettings,
         description="The images each agent pool should hold before trials need them: sent to "

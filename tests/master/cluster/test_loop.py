@@ -326,6 +326,25 @@ def _state_with(tmp_path: Path, **extra: object) -> MasterState:
     return open_state(make_settings(tmp_path / "home", **extra))
 
 
+def test_a_master_s_task_port_offset_moves_its_tasks_ports(tmp_path: Path) -> None:
+    """Two masters whose tasks share a host (``cluster.task_port_offset`` 0 and 50) give their
+    tasks different ports."""
+    ports = []
+    for offset in (0, 50):
+        state = _state_with(tmp_path / str(offset), cluster={"task_port_offset": offset})
+        try:
+            node = FakeNode(state)
+            node.sync()
+            _create(state)
+            ClusterLoop(state).run_round()
+            (spec,) = node.sync().start
+            ports.append({name: spec.env[name] for name in ("C10D_PORT", "DET_SERVICE_PORT")})
+        finally:
+            state.engine.dispose()
+    assert ports[0] == {"C10D_PORT": "29400", "DET_SERVICE_PORT": "12370"}
+    assert ports[1] == {"C10D_PORT": "30400", "DET_SERVICE_PORT": "13370"}
+
+
 def test_priority_preemption_hands_the_slot_to_the_urgent_experiment(tmp_path: Path) -> None:
     pools = [{"pool_name": "default", "scheduler": {"type": "priority", "preemption": True}}]
     state = _state_with(tmp_path, resource_pools=pools)

@@ -79,14 +79,15 @@ class ContainerPlan:
     device_indices: tuple[int, ...]
 
 
-def free_port_offset(used: Iterable[int]) -> int:
-    """The smallest port offset not in ``used`` (offsets of live allocations on the same agents).
+def free_port_offset(used: Iterable[int], first: int = 0) -> int:
+    """The smallest port offset from ``first`` on that is not in ``used`` (offsets of live
+    allocations on the same agents); ``first`` is the master's ``cluster.task_port_offset``.
 
     Beyond the spacing of Determined's bases, offsets continue in steps of 100 above each base's
     block (``base + 100 * k``), so any number of allocations on one agent get distinct ports.
     """
     taken = set(used)
-    offset = 0
+    offset = first
     while offset in taken:
         offset += 1
     return offset

@@ -98,7 +98,13 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
         decision = schedule(snapshot)
         for allocation_id, placement in sorted(decision.assignments.items()):
             with self.step() as session:
-                claimed = claim(session, allocation_id, placement, cluster_id=self.state.cluster_id)
+                claimed = claim(
+                    session,
+                    allocation_id,
+                    placement,
+                    cluster_id=self.state.cluster_id,
+                    first_port_offset=self.state.settings.cluster.task_port_offset,
+                )
             if claimed is not None:
                 for agent_id in claimed.agent_ids:
                     self.state.notifier.notify(agent_key(agent_id))

@@ -265,8 +265,10 @@ def claim(
     placement: Placement,
     *,
     cluster_id: str,
+    first_port_offset: int = 0,
 ) -> Claimed | None:
-    """Apply one assignment (see the module docstring); commits on success."""
+    """Apply one assignment (see the module docstring); commits on success. Ports come from
+    offsets at or above ``first_port_offset`` (the master's ``cluster.task_port_offset``)."""
     allocation = session.get(Allocation, allocation_id)
     if allocation is None or allocation.state not in ("PENDING", "WAITING"):
         return None
@@ -295,7 +297,7 @@ def claim(
         session,
         allocation,
         plans,
-        port_offset=free_port_offset(_used_offsets(session, agent_ids)),
+        port_offset=free_port_offset(_used_offsets(session, agent_ids), first_port_offset),
         device_type=device,
         cluster_id=cluster_id,
     )

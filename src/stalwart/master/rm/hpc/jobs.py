@@ -223,6 +223,7 @@ def claim_batch(
     python: str,
     cluster_id: str,
     pools: Mapping[str, PartitionPool] | None = None,
+    first_port_offset: int = 0,
 ) -> BatchJob | None:
     """PENDING -> ASSIGNED with a token, ports and one container (see the module docstring);
     commits. None when the allocation is not PENDING."""
@@ -256,7 +257,7 @@ def claim_batch(
         session,
         allocation,
         plans,
-        port_offset=free_port_offset(_batch_port_offsets(session, engine)),
+        port_offset=free_port_offset(_batch_port_offsets(session, engine), first_port_offset),
         device_type=request.slot_type,
         cluster_id=cluster_id,
     )

@@ -385,6 +385,7 @@ class HpcManager(
                     python=self.python,
                     cluster_id=self.state.cluster_id,
                     pools=pools,
+                    first_port_offset=self.state.settings.cluster.task_port_offset,
                 )
             if job is not None:
                 self._submit(job)
