@@ -426,7 +426,7 @@ def test_rename_and_edit_like_det_user_edit(client: TestClient, admin: Headers) 
     resp = patch(client, admin, made["id"], username="bad name")
     assert error(resp)[:2] == (400, "InvalidArgument")
     cleared = patch(client, admin, made["id"], displayName="")
-    assert cleared.json()["user"]["displayName"] is None
+    assert cleared.json()["user"]["displayName"] == ""  # as Determined stores it
     resp = patch(client, admin, made["id"], displayName="Determined")
     assert error(resp)[0] == 400
     assert "too close" in error(resp)[2]

@@ -62,10 +62,12 @@ class _Searcher(ConfigModel):
     source_checkpoint_uuid: str | None = Field(
         default=None, description="Start every trial from this checkpoint."
     )
-    max_length: Length | None = Field(
+    max_length: Length | Annotated[int, Field(ge=1)] | None = Field(
         default=None,
-        description="Deprecated since Determined 0.38: the training length of each trial. "
-        "Accepted with a warning; report `time_metric` progress from the trial instead.",
+        description="Deprecated since Determined 0.38: the training length of each trial, as "
+        "`{batches|records|epochs: n}` or a unitless integer (Core API trials read it as "
+        "`op.length`; ASHA searchers count it in batches). Accepted with a warning; report "
+        "`time_metric` progress from the trial instead.",
     )
 
 

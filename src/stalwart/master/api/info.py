@@ -1,4 +1,4 @@
-"""Routes: ``/info`` (no auth), ``/api/v1/master`` and ``/api/v1/master/config``."""
+"""Routes: ``/info`` and ``/api/v1/master`` (no auth), and ``/api/v1/master/config`` (admins)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from stalwart import __version__
-from stalwart.master.api.deps import Caller, StateDep, get_caller, require_admin
+from stalwart.master.api.deps import Caller, StateDep, require_admin
 from stalwart.master.api.models.info import (
     GetMasterResponse,
     InfoResponse,
@@ -36,9 +36,10 @@ def get_info(state: StateDep) -> InfoResponse:
     )
 
 
-@router.get("/master", response_model=GetMasterResponse, dependencies=[Depends(get_caller)])
+@router.get("/master", response_model=GetMasterResponse)
 def get_master(state: StateDep) -> GetMasterResponse:
-    """What `det master info` prints."""
+    """What `det master info` prints; reachable without credentials, as in Determined (the
+    client reads it before logging in)."""
     return GetMasterResponse(
         version=WIRE_VERSION,
         master_id=state.master_id,
@@ -56,4 +57,5 @@ def get_master_config(
     data = state.settings.model_dump(mode="json")
     data.get("security", {}).pop("initial_user_password", None)
     data["checkpoint_storage"] = state.settings.default_checkpoint_storage
+    data.setdefault("feature_switches", [])  # Determined's key; Stalwart has no switches
     return MasterConfigResponse(config=redact_config(data))

@@ -21,9 +21,12 @@ __all__ = ["make_searcher"]
 
 
 def _time_budget(searcher: AsyncHalvingSearcher | AdaptiveASHASearcher) -> tuple[str, int]:
-    """``(time_metric, max_time)``; the legacy ``max_length`` gives its unit and value."""
+    """``(time_metric, max_time)``; the legacy ``max_length`` gives its unit and value (a
+    unitless integer counts batches)."""
     if searcher.time_metric is not None and searcher.max_time is not None:
         return searcher.time_metric, searcher.max_time
+    if isinstance(searcher.max_length, int):
+        return "batches", searcher.max_length
     if searcher.max_length is not None and searcher.max_length.value >= 1:
         return searcher.max_length.unit, searcher.max_length.value
     raise ValueError(

@@ -90,7 +90,7 @@ _SORT_COLUMNS: dict[SortKey, Any] = {
     "id": User.id,
     "username": User.username,
     "display_name": User.display_name,
-    "name": func.coalesce(User.display_name, User.username),
+    "name": func.coalesce(func.nullif(User.display_name, ""), User.username),
     "admin": User.admin,
     "active": User.active,
     "remote": User.remote,
@@ -261,11 +261,12 @@ def _free_username(
     return clean_username(name, admin=admin, current=current)
 
 
-def _clean_display_name(session: Session, raw: str, user_id: int | None) -> str | None:
-    """``raw`` stripped (None when empty), if no other user has that name (without case)."""
+def _clean_display_name(session: Session, raw: str, user_id: int | None) -> str:
+    """``raw`` stripped, if no other user has that name (without case); "" is a cleared name
+    (stored as given: Determined's client reads ``displayName: ""`` back after clearing it)."""
     name = raw.strip()
     if not name:
-        return None
+        return ""
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidArgumentError(f"display name is longer than {MAX_NAME_LENGTH} characters")
     if any(unicodedata.category(c).startswith("C") for c in name):
@@ -363,7 +364,7 @@ def create_user(
     if not caller.admin:
         raise ForbiddenError("only an admin can create users")
     username = _free_username(session, new.username, admin=new.admin, user_id=None, current=None)
-    display_name = _clean_display_name(session, new.display_name or "", None)
+    display_name = _clean_display_name(session, new.display_name, None) if new.display_name else None
     if new.remote and new.password:
         raise InvalidArgumentError(
             "a remote user cannot have a password (it signs in through the identity provider)"
@@ -457,9 +458,7 @@ def patch_user(
             session, patch.username, admin=admin, user_id=target.id, current=target.username
         )
 
-    if patch.display_name is not None and (patch.display_name.strip() or None) != (
-        target.display_name
-    ):
+    if patch.display_name is not None and patch.display_name.strip() != target.display_name:
         need_admin_or_self("display name")
         changes["display_name"] = _clean_display_name(session, patch.display_name, target.id)
 
