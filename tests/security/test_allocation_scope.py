@@ -159,7 +159,6 @@ def test_a_task_never_reaches_another_trial(
         ("GET", "/api/v1/agents", None),
         ("GET", "/api/v1/agents/tokens", None),
         ("DELETE", "/api/v1/agents/a1/token", None),
-        ("GET", "/api/v1/master", None),
         ("GET", "/api/v1/master/config", None),
         ("GET", "/api/v1/master/logs", None),
         ("GET", "/api/v1/workspaces/1/roles", None),

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from stalwart import __version__
-from stalwart.master.api.deps import Caller, StateDep, get_caller, require_admin
+from stalwart.master.api.deps import Caller, StateDep, require_admin
 from stalwart.master.api.models.info import (
     GetMasterResponse,
     InfoResponse,
@@ -36,9 +36,11 @@ def get_info(state: StateDep) -> InfoResponse:
     )
 
 
-@router.get("/master", response_model=GetMasterResponse, dependencies=[Depends(get_caller)])
+@router.get("/master", response_model=GetMasterResponse)
 def get_master(state: StateDep) -> GetMasterResponse:
-    """What `det master info` prints."""
+    """What `det master info` prints; reachable without credentials, as on Determined (the
+    official client reads the feature flags here before logging in: ``det user-group`` and
+    ``det rbac`` check ``rbacEnabled``). It tells no more than ``/info``."""
     return GetMasterResponse(
         version=WIRE_VERSION,
         master_id=state.master_id,
