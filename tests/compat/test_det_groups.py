@@ -153,6 +153,12 @@ def test_a_role_given_to_a_group_opens_a_private_workspace(
     admin.ok("rbac", "assign-role", "Editor", "-g", "team", "-w", "private")
     alice.ok("experiment", "activate", str(exp_id))
     alice.ok("experiment", "pause", str(exp_id))
+    described = admin.ok("rbac", "describe-role", "Editor").stdout
+    assert "role is assigned to groups" in described, described
+    assert "team" in described
+    mine = alice.ok("rbac", "my-permissions").stdout
+    assert "permissions assigned over workspace 'private'" in mine, mine
+    assert "change every experiment of the workspace" in mine
     users_roles = admin.ok("rbac", "list-users-roles", "alice").stdout
     assert "Editor" in users_roles, users_roles
     assert "team" in users_roles, users_roles

@@ -239,26 +239,44 @@ def test_determineds_role_routes_map_onto_the_four_roles(
     add = "/api/v1/roles/add-assignments"
     assert client.post(add, json=_assign(team, 3, workspace), headers=admin).is_success
     by_group = client.get(f"/api/v1/roles/search/by-group/{team}", headers=admin).json()
-    assert by_group == {
-        "roles": [
-            {
-                "roleId": 3,
-                "name": "Editor",
-                "permissions": [],
-                "scopeTypeMask": {"cluster": False, "workspace": True},
-            }
-        ],
-        "assignments": [{"roleId": 3, "scopeWorkspaceIds": [workspace], "scopeCluster": False}],
-    }
+    (editor,) = by_group["roles"]
+    assert (editor["roleId"], editor["name"]) == (3, "Editor")
+    assert editor["scopeTypeMask"] == {"cluster": False, "workspace": True}
+    assert [(p["id"], p["name"]) for p in editor["permissions"]] == [
+        ("PERMISSION_TYPE_VIEW_WORKSPACE", "see the workspace and its projects"),
+        (
+            "PERMISSION_TYPE_VIEW_EXPERIMENT_ARTIFACTS",
+            "read its experiments, trials, checkpoints, logs and tasks",
+        ),
+        ("PERMISSION_TYPE_CREATE_EXPERIMENT", "create experiments and start tasks"),
+        ("PERMISSION_TYPE_UPDATE_EXPERIMENT", "change every experiment of the workspace"),
+    ]
+    assert by_group["assignments"] == [
+        {"roleId": 3, "scopeWorkspaceIds": [workspace], "scopeCluster": False}
+    ]
+    described = client.post("/api/v1/roles/search/by-ids", json={"roleIds": [3]}, headers=admin)
+    (role,) = described.json()["roles"]
+    assert role["role"]["name"] == "Editor"
+    assert [g["groupId"] for g in role["groupRoleAssignments"]] == [team]
     by_user = client.get(f"/api/v1/roles/search/by-user/{alice}", headers=admin).json()
     (entry,) = by_user["roles"]
     assert entry["role"]["name"] == "Editor"
     assert entry["groupRoleAssignments"][0]["groupId"] == team
     assert entry["userRoleAssignments"] == []
 
-    # alice sees where she has roles; she cannot give them
+    # alice sees where she has roles and what she may do; she cannot give roles
     user = login(client, "alice")
     assert client.get(f"/api/v1/roles/search/by-user/{alice}", headers=user).json() == by_user
+    summary = client.get("/api/v1/permissions/summary", headers=user).json()
+    assert [r["name"] for r in summary["roles"]] == ["Member", "Editor"]
+    assert summary["assignments"] == [
+        {"roleId": 2, "scopeWorkspaceIds": [1], "scopeCluster": False},  # the default role
+        {"roleId": 3, "scopeWorkspaceIds": [workspace], "scopeCluster": False},
+    ]
+    everywhere = client.get("/api/v1/permissions/summary", headers=admin).json()
+    assert everywhere["assignments"] == [
+        {"roleId": 4, "scopeWorkspaceIds": [], "scopeCluster": True}
+    ]
     refused = client.post(add, json=_assign(team, 4, 1), headers=user)
     assert refused.status_code == 403
 

@@ -4,8 +4,9 @@ list-groups-roles/list-users-roles``) onto Stalwart's four workspace roles.
 ``POST /api/v1/roles/search`` and ``/roles/search/by-assignability`` list the roles (Viewer,
 Member, Editor, WorkspaceAdmin); ``POST /roles/add-assignments`` and ``/roles/remove-assignments``
 give and take them in workspaces (workspace admins and cluster admins);
-``GET /roles/search/by-group/{id}`` and ``/by-user/{id}`` say where a group or user has which
-(only workspaces the caller may see). The mapping and its limits are
+``GET /roles/search/by-group/{id}`` and ``/by-user/{id}`` and ``POST /roles/search/by-ids``
+say where a group or user has which, and ``GET /permissions/summary`` what the caller may do
+where (only workspaces the caller may see). The mapping and its limits are
 :mod:`stalwart.master.services.rbac`'s.
 """
 
@@ -19,8 +20,11 @@ from stalwart.master.api.deps import CallerDep, SessionDep
 from stalwart.master.api.models.common import Empty, paginate
 from stalwart.master.api.models.groups import (
     AssignRolesRequest,
+    GetPermissionsSummaryResponse,
     GetRolesAssignedToGroupResponse,
     GetRolesAssignedToUserResponse,
+    GetRolesByIdRequest,
+    GetRolesByIdResponse,
     GroupRoleAssignment,
     ListRolesRequest,
     ListRolesResponse,
@@ -28,6 +32,7 @@ from stalwart.master.api.models.groups import (
     RoleWithAssignments,
     ScopeTypeMask,
     UserRoleAssignment,
+    V1Permission,
     V1Role,
     V1RoleAssignment,
 )
@@ -40,10 +45,15 @@ router = APIRouter(tags=["roles"])
 
 
 def _role(role: policy.Role) -> V1Role:
+    mask = ScopeTypeMask(cluster=False, workspace=True)
     return V1Role(
         role_id=role.value,
         name=rbac.ROLE_NAMES[role],
-        scope_type_mask=ScopeTypeMask(cluster=False, workspace=True),
+        permissions=[
+            V1Permission(id=kind, name=what, scope_type_mask=mask)
+            for kind, what in rbac.permissions(role)
+        ],
+        scope_type_mask=mask,
     )
 
 
@@ -147,3 +157,52 @@ def roles_of_user(
                 )
             )
     return GetRolesAssignedToUserResponse(roles=out)
+
+
+@router.post("/roles/search/by-ids", response_model=GetRolesByIdResponse)
+def roles_by_id(
+    body: GetRolesByIdRequest, caller: CallerDep, session: SessionDep
+) -> GetRolesByIdResponse:
+    """Roles by id, each with the users and groups it is given to (``det rbac describe-role``)."""
+    out: list[RoleWithAssignments] = []
+    for role_id in body.role_ids:
+        role = rbac.role_for_id(role_id)
+        users, groups = rbac.role_holders(session, role)
+        out.append(
+            RoleWithAssignments(
+                role=_role(role),
+                user_role_assignments=[
+                    UserRoleAssignment(user_id=u, role_assignment=_assignment(role, w))
+                    for u, w in users
+                    if _visible(session, caller.user, w)
+                ],
+                group_role_assignments=[
+                    GroupRoleAssignment(group_id=g, role_assignment=_assignment(role, w))
+                    for g, w in groups
+                    if _visible(session, caller.user, w)
+                ],
+            )
+        )
+    return GetRolesByIdResponse(roles=out)
+
+
+@router.get("/permissions/summary", response_model=GetPermissionsSummaryResponse)
+def permissions_summary(caller: CallerDep, session: SessionDep) -> GetPermissionsSummaryResponse:
+    """The caller's role in each workspace they may see (``det rbac my-permissions``): their own,
+    their groups' or the default, whichever is highest; cluster-wide for a cluster admin."""
+    if caller.user.admin:
+        admin = policy.Role.ADMIN
+        summary = RoleAssignmentSummary(
+            role_id=admin.value, scope_workspace_ids=[], scope_cluster=True
+        )
+        return GetPermissionsSummaryResponse(roles=[_role(admin)], assignments=[summary])
+    where: dict[policy.Role, list[int]] = {}
+    for workspace_id, role in rbac.effective_roles(session, caller.user).items():
+        where.setdefault(role, []).append(workspace_id)
+    ordered = sorted(where)
+    return GetPermissionsSummaryResponse(
+        roles=[_role(r) for r in ordered],
+        assignments=[
+            RoleAssignmentSummary(role_id=r.value, scope_workspace_ids=where[r]) for r in ordered
+        ],
+    )

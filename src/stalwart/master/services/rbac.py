@@ -34,16 +34,20 @@ from stalwart.master.db.tables import (
     WorkspaceGroupRole,
     WorkspaceRole,
 )
-from stalwart.master.policy import Role, require_manage_workspace
+from stalwart.master.policy import Role, require_manage_workspace, workspace_role
 from stalwart.master.services import workspace_roles
 
 __all__ = [
+    "PERMISSIONS",
     "ROLE_NAMES",
     "GrantTo",
     "UserRoles",
     "apply_assignments",
+    "effective_roles",
     "group_roles",
+    "permissions",
     "role_for_id",
+    "role_holders",
     "user_roles",
 ]
 
@@ -54,6 +58,66 @@ ROLE_NAMES: dict[Role, str] = {
     Role.ADMIN: "WorkspaceAdmin",
 }
 """The roles the official client lists and assigns, by the role they are."""
+
+PERMISSIONS: dict[Role, list[tuple[str, str]]] = {
+    Role.VIEWER: [
+        ("PERMISSION_TYPE_VIEW_WORKSPACE", "see the workspace and its projects"),
+        (
+            "PERMISSION_TYPE_VIEW_EXPERIMENT_ARTIFACTS",
+            "read its experiments, trials, checkpoints, logs and tasks",
+        ),
+    ],
+    Role.MEMBER: [
+        ("PERMISSION_TYPE_CREATE_EXPERIMENT", "create experiments and start tasks"),
+        ("PERMISSION_TYPE_UPDATE_EXPERIMENT", "change (pause, kill, edit, delete) their own"),
+    ],
+    Role.EDITOR: [
+        ("PERMISSION_TYPE_UPDATE_EXPERIMENT", "change every experiment of the workspace"),
+    ],
+    Role.ADMIN: [
+        ("PERMISSION_TYPE_ASSIGN_ROLES", "give and take roles in the workspace"),
+    ],
+}
+"""What each role adds to (or widens in) the one below it: the nearest Determined permission type
+and what it means here (``det rbac list-roles`` shows them)."""
+
+
+def permissions(role: Role) -> list[tuple[str, str]]:
+    """Everything ``role`` allows: its own permissions and those of the roles below it (a
+    higher role's wording of a permission type replaces a lower one's)."""
+    found: dict[str, str] = {}
+    for lower in sorted(r for r in PERMISSIONS if r <= role):
+        found.update(PERMISSIONS[lower])
+    return list(found.items())
+
+
+def role_holders(
+    session: Session, role: Role
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Who has ``role`` given to them: ``(user id, workspace id)`` and ``(group id, workspace
+    id)`` pairs."""
+    users = session.execute(
+        select(WorkspaceRole.user_id, WorkspaceRole.workspace_id)
+        .where(WorkspaceRole.role == role.label)
+        .order_by(WorkspaceRole.user_id, WorkspaceRole.workspace_id)
+    )
+    groups = session.execute(
+        select(WorkspaceGroupRole.group_id, WorkspaceGroupRole.workspace_id)
+        .where(WorkspaceGroupRole.role == role.label)
+        .order_by(WorkspaceGroupRole.group_id, WorkspaceGroupRole.workspace_id)
+    )
+    return [(u, w) for u, w in users], [(g, w) for g, w in groups]
+
+
+def effective_roles(session: Session, user: User) -> dict[int, Role]:
+    """``user``'s role in each workspace where it is viewer or more (their own, their groups'
+    or the default: :func:`stalwart.master.policy.workspace_role`)."""
+    out: dict[int, Role] = {}
+    for workspace_id in session.scalars(select(Workspace.id).order_by(Workspace.id)):
+        role = workspace_role(session, user, workspace_id)
+        if role >= Role.VIEWER:
+            out[workspace_id] = role
+    return out
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ __all__ = [
     "CreateGroupRequest",
     "GetGroupsRequest",
     "GetGroupsResponse",
+    "GetPermissionsSummaryResponse",
     "GetRolesAssignedToGroupResponse",
     "GetRolesAssignedToUserResponse",
+    "GetRolesByIdRequest",
+    "GetRolesByIdResponse",
     "GroupResponse",
     "GroupRoleAssignment",
     "GroupSearchResult",
@@ -36,6 +39,7 @@ __all__ = [
     "UserRoleAssignment",
     "V1Group",
     "V1GroupDetails",
+    "V1Permission",
     "V1Role",
     "V1RoleAssignment",
     "WorkspaceGroupRole",
@@ -115,13 +119,22 @@ class ScopeTypeMask(WireModel):
     workspace: bool = Field(default=True, description="In a workspace.")
 
 
+class V1Permission(WireModel):
+    """``v1Permission``: what a role allows, as the nearest Determined permission type and
+    Stalwart's own words."""
+
+    id: str = Field(description="A v1PermissionType (PERMISSION_TYPE_...).")
+    name: str = Field(description="What it allows, in Stalwart's terms.")
+    scope_type_mask: ScopeTypeMask | None = Field(default=None, description="Where it applies.")
+
+
 class V1Role(WireModel):
     """``v1Role``: one of Stalwart's four workspace roles under a Determined name."""
 
     role_id: int = Field(description="The role's id.")
     name: str | None = Field(default=None, description="Its name (Viewer, Editor...).")
-    permissions: list[str] = Field(
-        default_factory=list, description="Not listed: the roles are described in the docs."
+    permissions: list[V1Permission] = Field(
+        default_factory=list, description="What it allows (each includes the roles below it)."
     )
     scope_type_mask: ScopeTypeMask | None = Field(default=None, description="Where it applies.")
 
@@ -206,6 +219,26 @@ class GetRolesAssignedToUserResponse(WireModel):
     """``v1GetRolesAssignedToUserResponse``."""
 
     roles: list[RoleWithAssignments] = Field(description="The user's roles and where.")
+
+
+class GetRolesByIdRequest(WireRequest):
+    """``v1GetRolesByIDRequest`` (``det rbac describe-role``)."""
+
+    role_ids: list[int] = Field(default_factory=list, description="The roles.")
+
+
+class GetRolesByIdResponse(WireModel):
+    """``v1GetRolesByIDResponse``: each role with every user and group it is given to."""
+
+    roles: list[RoleWithAssignments] = Field(description="The roles asked for.")
+
+
+class GetPermissionsSummaryResponse(WireModel):
+    """``v1GetPermissionsSummaryResponse`` (``det rbac my-permissions``): the caller's role in
+    each workspace they may see (cluster-wide for a cluster admin)."""
+
+    roles: list[V1Role] = Field(description="The roles that occur in ``assignments``.")
+    assignments: list[RoleAssignmentSummary] = Field(description="Where the caller has each.")
 
 
 # --- workspace role assignments (Stalwart's extension) ---
