@@ -1,20 +1,30 @@
 """User groups (``/api/v1/groups``), roles given to groups (``/workspaces/{id}/roles/groups``),
-Determined's role routes (``/roles/...``) and what they mean for ``policy.workspace_role``."""
+Determined's role routes (``/roles/...``) and what they mean for ``policy.workspace_role``, on
+SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from stalwart.master import policy
 from stalwart.master.db.tables import User
-from tests.master.conftest import login
+from stalwart.master.settings import MasterSettings
+from tests.master.conftest import login, make_settings
 from tests.security.conftest import make_user, make_workspace, state_of, workspace_of
 from tests.security.test_permissions import create_in
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> MasterSettings:
+    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    return make_settings(tmp_path / "home", db=db)
 
 
 def _group(client: TestClient, admin: dict[str, str], name: str, *members: int) -> int:
