@@ -20,11 +20,14 @@ def test_info_needs_no_credentials(client: TestClient) -> None:
     assert body["clusterId"]
 
 
-def test_master_answers_without_credentials_and_has_required_keys(client: TestClient) -> None:
-    """As in Determined: the client reads it before logging in."""
-    resp = client.get("/api/v1/master")
-    assert resp.status_code == 200, resp.text
-    body = resp.json()
+def test_master_answers_without_credentials_and_has_required_keys(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    # the official client reads the feature flags (rbacEnabled) without a token
+    anonymous = client.get("/api/v1/master")
+    assert anonymous.status_code == 200
+    assert anonymous.json()["rbacEnabled"] is True
+    body = client.get("/api/v1/master", headers=admin).json()
     for key in (
         "version",
         "masterId",

@@ -139,11 +139,12 @@ def test_0006_makes_ids_autoincrement_and_keeps_rows_both_ways(engine: Engine) -
             )
         )
     migrate.upgrade(engine, "0006")
-    assert "login_failures" in _tables(engine)
-    integer_ids = {
+    at_0006 = _tables(engine)
+    assert "login_failures" in at_0006
+    integer_ids = {  # the tables of 0006 (later revisions add more)
         table.name
         for table in Base.metadata.tables.values()
-        if table.dialect_options["sqlite"]["autoincrement"]
+        if table.dialect_options["sqlite"]["autoincrement"] and table.name in at_0006
     }
     assert len(integer_ids) == 11
     if engine.dialect.name == "sqlite":

@@ -20,9 +20,11 @@ from stalwart.cli import common
 from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
 from stalwart.cli import experiment as experiment_cli
+from stalwart.cli import groups as groups_cli
 from stalwart.cli import interactive as task_cli
 from stalwart.cli import master as master_cli
 from stalwart.cli import notebook as notebook_cli
+from stalwart.cli import resource_pool as resource_pool_cli
 from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
 from stalwart.cli import tensorboard as tensorboard_cli
@@ -56,6 +58,8 @@ app.add_typer(notebook_cli.app, name="notebook")
 app.add_typer(shell_cli.app, name="shell")
 app.add_typer(tensorboard_cli.app, name="tensorboard")
 app.add_typer(task_cli.app, name="task")
+app.add_typer(groups_cli.app, name="user-group")
+app.add_typer(resource_pool_cli.app, name="resource-pool")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

@@ -30,6 +30,7 @@ from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, clie
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
 from stalwart.client.experiment import Experiment
+from stalwart.client.groups import PoolBindings, UserGroups
 from stalwart.client.models import (
     AgentTokenInfo,
     CreateExperimentResponse,
@@ -171,6 +172,16 @@ class Client:
     @property
     def token_store(self) -> TokenStore:
         return self._session.store
+
+    @property
+    def groups(self) -> UserGroups:
+        """User groups and the workspace roles given to them (:mod:`stalwart.client.groups`)."""
+        return UserGroups(self._session)
+
+    @property
+    def pool_bindings(self) -> PoolBindings:
+        """Resource pools bound to workspaces (:mod:`stalwart.client.groups`)."""
+        return PoolBindings(self._session)
 
     # -- users ---------------------------------------------------------------------------------
 

@@ -34,10 +34,13 @@ from stalwart.master.api import (
     info,
     interactive,
     logs,
+    pool_bindings,
     prepull,
     proxy,
+    rbac,
     tasks,
     trials,
+    user_groups,
     users,
     workspace_roles,
     workspaces,
@@ -187,6 +190,9 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         workspace_roles,
         workspaces,
         prepull,
+        user_groups,
+        pool_bindings,
+        rbac,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

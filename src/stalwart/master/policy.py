@@ -10,8 +10,9 @@ request body (creating an experiment in a project, listing experiments) call the
 (``trial_id``, ``run_id``), its experiment, and checkpoints of its trial (or the one it resumes
 from). Anything else is 403.
 
-**Workspace roles** (users): each user has one role per workspace, their assignment there or
-else the workspace's default role (``member`` unless set):
+**Workspace roles** (users): each user has one role per workspace, the highest of their own
+assignment there, the roles given there to the groups they belong to, and the workspace's
+default role (``member`` unless set):
 
 ========  ================================================================================
 none      sees nothing of the workspace
@@ -46,7 +47,9 @@ from stalwart.master.db.tables import (
     Task,
     Trial,
     User,
+    UserGroupMember,
     Workspace,
+    WorkspaceGroupRole,
     WorkspaceRole,
 )
 
@@ -168,20 +171,26 @@ Stalwart and the official harness, ``ship_logs.py``, ``prep_container`` and the 
 # --- workspace roles ---
 
 
+def _stored(name: str | None) -> Role:
+    """A stored role name (None: the default role)."""
+    return Role[name.upper()] if name else DEFAULT_ROLE
+
+
 def _role_of(session: Session, user: User, workspace_id: int) -> Role:
     if user.admin:
         return Role.ADMIN
-    assigned = session.scalar(
-        select(WorkspaceRole.role).where(
-            WorkspaceRole.workspace_id == workspace_id, WorkspaceRole.user_id == user.id
-        )
+    # One query: the user's assignment, their groups' assignments, the workspace's default.
+    own = select(WorkspaceRole.role).where(
+        WorkspaceRole.workspace_id == workspace_id, WorkspaceRole.user_id == user.id
     )
-    if assigned is not None:
-        return Role[assigned.upper()]
-    workspace = session.get(Workspace, workspace_id)
-    if workspace is not None and workspace.default_role:
-        return Role[workspace.default_role.upper()]
-    return DEFAULT_ROLE
+    groups = (
+        select(WorkspaceGroupRole.role)
+        .join(UserGroupMember, UserGroupMember.group_id == WorkspaceGroupRole.group_id)
+        .where(WorkspaceGroupRole.workspace_id == workspace_id, UserGroupMember.user_id == user.id)
+    )
+    default = select(Workspace.default_role).where(Workspace.id == workspace_id)
+    names = session.scalars(own.union_all(groups, default)).all()
+    return max((_stored(name) for name in names), default=DEFAULT_ROLE)
 
 
 def workspace_role(session: Session, user: User, workspace_id: int) -> Role:
@@ -255,15 +264,22 @@ def hidden_project_ids(session: Session, user: User) -> list[int]:
     if user.admin:
         return []
     hidden: list[int] = []
-    query = select(WorkspaceRole.workspace_id, WorkspaceRole.role)
-    assigned: dict[int, str] = dict(
-        session.execute(query.where(WorkspaceRole.user_id == user.id)).all()
+    own = select(WorkspaceRole.workspace_id, WorkspaceRole.role).where(
+        WorkspaceRole.user_id == user.id
     )
+    groups = (
+        select(WorkspaceGroupRole.workspace_id, WorkspaceGroupRole.role)
+        .join(UserGroupMember, UserGroupMember.group_id == WorkspaceGroupRole.group_id)
+        .where(UserGroupMember.user_id == user.id)
+    )
+    assigned: dict[int, Role] = {}
+    for ws_id, name in session.execute(own.union_all(groups)).all():
+        assigned[ws_id] = max(assigned.get(ws_id, Role.NONE), _stored(name))
     rows = session.execute(select(Workspace.id, Workspace.default_role))
     hidden_workspaces = [
         ws_id
         for ws_id, default in rows
-        if Role[(assigned.get(ws_id) or default or DEFAULT_ROLE.name).upper()] < Role.VIEWER
+        if max(assigned.get(ws_id, Role.NONE), _stored(default)) < Role.VIEWER
     ]
     if hidden_workspaces:
         hidden = list(

@@ -31,6 +31,7 @@ from stalwart.master.db.tables import Agent, Allocation, Slot
 from stalwart.master.rm.agent.placement import pool_settings
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import agents as agent_service
+from stalwart.master.services.pool_bindings import bound_pools
 
 __all__ = ["router"]
 
@@ -187,12 +188,12 @@ def get_resource_pools(
     """Every resource pool (``default``, the master config's, then those only agents serve),
     with slot counts and types from the connected agents and each pool's scheduler; paginated.
 
-    Pools are not bound to workspaces, so ``unbound`` changes nothing. When the engine defines
-    the pools (:class:`~stalwart.master.rm.base.EnginePools`: Slurm partitions, PBS queues) they
-    are its pools (slots from ``sinfo``/``pbsnodes``, GPU types as ``accelerator``) and the
-    scheduler is the engine's (``SCHEDULER_TYPE_SLURM``, ``SCHEDULER_TYPE_PBS``).
+    ``unbound``: only the pools bound to no workspace (``api/pool_bindings.py``). When the
+    engine defines the pools (:class:`~stalwart.master.rm.base.EnginePools`: Slurm partitions,
+    PBS queues) they are its pools (slots from ``sinfo``/``pbsnodes``, GPU types as
+    ``accelerator``) and the scheduler is the engine's (``SCHEDULER_TYPE_SLURM``,
+    ``SCHEDULER_TYPE_PBS``).
     """
-    del unbound
     settings = state.settings
     schedulers = pool_settings(settings)
     engine = state.rm if isinstance(state.rm, EnginePools) else None
@@ -207,6 +208,9 @@ def get_resource_pools(
             for p in partitions
             if p.gpu_types and p.view.slot_type != "cpu"
         }
+    if unbound:
+        bound = bound_pools(session)
+        pools = [p for p in pools if p.name not in bound]
     start, end, pagination = paginate(len(pools), offset, limit)
     wire = []
     for pool in pools[start:end]:

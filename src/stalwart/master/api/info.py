@@ -1,4 +1,4 @@
-"""Routes: ``/info`` and ``/api/v1/master`` (no auth), and ``/api/v1/master/config`` (admins)."""
+"""Routes: ``/info`` (no auth), ``/api/v1/master`` and ``/api/v1/master/config``."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ def get_info(state: StateDep) -> InfoResponse:
 
 @router.get("/master", response_model=GetMasterResponse)
 def get_master(state: StateDep) -> GetMasterResponse:
-    """What `det master info` prints; reachable without credentials, as in Determined (the
-    client reads it before logging in)."""
+    """What `det master info` prints; reachable without credentials, as on Determined (the
+    official client reads the feature flags here before logging in: ``det user-group`` and
+    ``det rbac`` check ``rbacEnabled``). It tells no more than ``/info``."""
     return GetMasterResponse(
         version=WIRE_VERSION,
         master_id=state.master_id,

@@ -49,6 +49,7 @@ __all__ = [
     "LoginFailure",
     "MasterMeta",
     "MetricReport",
+    "PoolBinding",
     "Project",
     "Slot",
     "StorageBackend",
@@ -56,8 +57,11 @@ __all__ = [
     "TaskLog",
     "Trial",
     "User",
+    "UserGroup",
+    "UserGroupMember",
     "UserSession",
     "Workspace",
+    "WorkspaceGroupRole",
     "WorkspaceRole",
     "utcnow",
 ]
@@ -492,3 +496,59 @@ class Slot(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     allocation_id: Mapped[str | None] = mapped_column(String(160))
+
+
+class UserGroup(Base):
+    """A named group of users (``det user-group``); workspace roles can be given to it
+    (:class:`WorkspaceGroupRole`)."""
+
+    __tablename__ = "user_groups"
+    __table_args__ = NEVER_REUSE_IDS
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+
+
+class UserGroupMember(Base):
+    """A user's membership of a group; goes with either."""
+
+    __tablename__ = "user_group_members"
+    group_id: Mapped[int] = mapped_column(
+        ForeignKey("user_groups.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+        index=True,
+    )
+
+
+class WorkspaceGroupRole(Base):
+    """A group's role in a workspace: every member has at least this role there
+    (:func:`stalwart.master.policy.workspace_role`)."""
+
+    __tablename__ = "workspace_group_roles"
+    __table_args__ = (UniqueConstraint("workspace_id", "group_id"), NEVER_REUSE_IDS)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
+    group_id: Mapped[int] = mapped_column(
+        ForeignKey("user_groups.id", ondelete="CASCADE"), index=True
+    )
+    role: Mapped[str] = mapped_column(String(16))
+
+
+class PoolBinding(Base):
+    """A resource pool bound to a workspace: a pool with bindings serves only the experiments
+    and tasks of its workspaces (:mod:`stalwart.master.services.pool_bindings`); a pool
+    without any serves everyone."""
+
+    __tablename__ = "pool_bindings"
+    pool_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+        index=True,
+    )

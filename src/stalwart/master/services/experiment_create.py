@@ -34,6 +34,7 @@ from stalwart.master import policy
 from stalwart.master.db.tables import Experiment, Project, User, utcnow
 from stalwart.master.services.model_def import build_archive, extract_archive
 from stalwart.master.services.petnames import petname
+from stalwart.master.services.pool_bindings import require_pool_usable
 from stalwart.master.settings import MasterSettings
 
 __all__ = ["CreatedExperiment", "create_experiment", "defaulted_config", "fill_images"]
@@ -167,6 +168,7 @@ def create_experiment(
         parent_id=parent_id,
         start_time=utcnow(),
     )
+    require_pool_usable(session, experiment.resource_pool, project.workspace_id, "experiment")
     if validate_only:
         experiment.id = 0
         return CreatedExperiment(experiment, notices)

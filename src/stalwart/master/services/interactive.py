@@ -47,6 +47,7 @@ from stalwart.master.services.experiment_create import fill_images
 from stalwart.master.services.experiments import UNSTARTED_ALLOCATION_STATES
 from stalwart.master.services.model_def import build_archive
 from stalwart.master.services.petnames import petname
+from stalwart.master.services.pool_bindings import require_pool_usable
 from stalwart.master.services.shell_keys import generate_key_pair
 from stalwart.master.services.tasks import start_allocation
 from stalwart.master.settings import MasterSettings
@@ -242,6 +243,8 @@ def launch_task(
     notices for its submitter; nothing is written when any check fails."""
     workspace = _workspace(session, user, launch.workspace_id)
     config, notices = _config(settings, launch)
+    pool = task_resources(config).resource_pool or "default"
+    require_pool_usable(session, pool, workspace.id, KIND_LABELS[launch.kind].lower())
     extra = dict(launch.extra)
     if launch.kind == "TENSORBOARD":
         extra |= _tensorboard_extra(session, user, launch)

@@ -36,7 +36,11 @@ class GetMasterResponse(WireModel):
     has_custom_logo: bool = Field(default=False, description="No custom logo.")
     strict_job_queue_control: bool = Field(default=False, description="Not enforced.")
     telemetry_enabled: bool = Field(default=False, description="Telemetry is off.")
-    rbac_enabled: bool = Field(default=False, description="RBAC is not enabled.")
+    rbac_enabled: bool = Field(
+        default=True,
+        description="Role assignments are served (Stalwart's four workspace roles; the "
+        "official client's `det user-group` and `det rbac` need this).",
+    )
     user_management_enabled: bool = Field(default=True, description="Users are managed here.")
     product: str = Field(default="PRODUCT_UNSPECIFIED", description="Product flavour.")
     feature_switches: list[str] = Field(default_factory=list, description="None.")
