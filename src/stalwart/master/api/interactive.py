@@ -33,6 +33,7 @@ from stalwart.master.api.models.interactive import (
 from stalwart.master.cluster.lifecycle import master_log
 from stalwart.master.db.tables import Allocation, Container, Project, Task, User
 from stalwart.master.services import interactive as svc
+from stalwart.master.services.templates import template_config
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
@@ -134,6 +135,9 @@ def _launch(
         files=[f.model_dump() for f in body.files or []],
         workspace_id=body.workspace_id,
         template_name=body.template_name,
+        template=(
+            template_config(session, user, body.template_name) if body.template_name else None
+        ),
         experiment_ids=body.experiment_ids or [],
         trial_ids=body.trial_ids or [],
     )
