@@ -30,6 +30,7 @@ from stalwart.master.api import (
     auth,
     batch,
     checkpoints,
+    experiment_continue,
     experiments,
     info,
     interactive,
@@ -189,6 +190,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         workspaces,
         prepull,
         templates,
+        experiment_continue,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

@@ -41,7 +41,7 @@ from stalwart.master.services.templates import template_config
 from stalwart.master.services.trials import list_experiment_trials
 from stalwart.master.state import MasterState
 
-__all__ = ["router"]
+__all__ = ["experiment_wire", "router"]
 
 router = APIRouter(tags=["experiments"])
 
@@ -110,6 +110,11 @@ def _json(model: WireModel) -> Response:
     """A wire model as a JSON response, serialized once by pydantic (big experiment pages skip
     FastAPI's re-validation of the response model)."""
     return Response(model.model_dump_json(by_alias=True), media_type="application/json")
+
+
+def experiment_wire(view: svc.ExperimentView) -> V1Experiment:
+    """The ``v1Experiment`` of a service view (with its trial facts)."""
+    return _wire(view)
 
 
 def _wire(view: svc.ExperimentView) -> V1Experiment:
