@@ -31,7 +31,7 @@ from stalwart.master.api.models.interactive import (
     V1TaskContainer,
 )
 from stalwart.master.cluster.lifecycle import master_log
-from stalwart.master.db.tables import Allocation, Container, Project, Task, User
+from stalwart.master.db.tables import Allocation, Container, Project, Task, User, utcnow
 from stalwart.master.services import interactive as svc
 from stalwart.master.services.templates import template_config
 from stalwart.master.state import MasterState
@@ -143,6 +143,20 @@ def _launch(
     )
 
 
+def _preview_task(user: User, config: dict[str, Any], body: LaunchRequest) -> dict[str, Any]:
+    """The task object of a preview (nothing is launched; the client requires the keys)."""
+    return {
+        "id": "",
+        "description": str(config.get("description") or ""),
+        "state": "STATE_UNSPECIFIED",
+        "startTime": wire_time(utcnow()),
+        "username": user.username,
+        "resourcePool": str((config.get("resources") or {}).get("resource_pool") or "default"),
+        "jobId": "",
+        "workspaceId": body.workspace_id or 1,
+    }
+
+
 def _start(
     state: MasterState, session: Session, user: User, launch: svc.Launch
 ) -> tuple[Task, list[str]]:
@@ -164,7 +178,7 @@ def _routes(kind: TaskKind) -> None:
         request = _launch(state, session, caller.user, kind, body)
         if body.preview:
             config, _ = svc.preview_config(state.settings, request)
-            return JSONResponse({"config": config})
+            return JSONResponse({key: _preview_task(caller.user, config, body), "config": config})
         task, _ = _start(state, session, caller.user, request)
         answer = _one(session, caller.user, task, key)
         answer["warnings"] = []
