@@ -25,6 +25,7 @@ from stalwart.cli import master as master_cli
 from stalwart.cli import notebook as notebook_cli
 from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
+from stalwart.cli import template as template_cli
 from stalwart.cli import tensorboard as tensorboard_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
@@ -56,6 +57,7 @@ app.add_typer(notebook_cli.app, name="notebook")
 app.add_typer(shell_cli.app, name="shell")
 app.add_typer(tensorboard_cli.app, name="tensorboard")
 app.add_typer(task_cli.app, name="task")
+app.add_typer(template_cli.app, name="template")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

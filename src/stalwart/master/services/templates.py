@@ -50,10 +50,7 @@ DEFAULT_WORKSPACE_ID = 1
 
 
 def _not_found(name: str) -> NotFoundError:
-    return NotFoundError(
-        f"template '{name}' not found",
-        hint="`det template list` shows the templates you may use",
-    )
+    return NotFoundError(f"template '{name}' not found")
 
 
 def _check_name(name: str) -> str:
@@ -162,7 +159,7 @@ def create_template(
     if session.get(Template, name) is not None:
         raise AlreadyExistsError(
             f"a template named '{name}' already exists",
-            hint="change it with `det template set NAME FILE`, or choose another name",
+            hint="change its settings with `template set NAME FILE`, or choose another name",
         )
     now = utcnow()
     template = Template(
