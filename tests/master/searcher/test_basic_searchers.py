@@ -208,6 +208,7 @@ def test_a_continued_single_search_runs_its_trial_again_and_shuts_down_again() -
     searcher = make_searcher(config)
     assert isinstance(searcher, SingleSearch)
     [create] = searcher.initial_actions()
+    assert isinstance(create, Create)
     searcher.on_trial_progress(create.request_id, 1.0)
     assert searcher.on_trial_exited(create.request_id) == [Shutdown()]
 
@@ -226,6 +227,7 @@ def test_a_continued_single_search_runs_its_trial_again_and_shuts_down_again() -
     live = make_searcher(config)
     assert isinstance(live, SingleSearch)
     [other] = live.initial_actions()
+    assert isinstance(other, Create)
     live.continue_trial(other.request_id)
     assert live.live_trials() == 1
     assert live.on_trial_exited(other.request_id) == [Shutdown()]
