@@ -118,10 +118,18 @@ def test_continue_trains_the_same_trial_on_from_its_latest_checkpoint(
     assert "TRAINED to=4" in api.logs(trial["id"])
     assert [int(m["totalBatches"]) for m in api.metrics(trial["id"])] == [1, 2, 3, 4]
 
-    done = det.ok(
-        "experiment", "continue", str(exp_id), "--config", "searcher.max_length.batches=8"
+    done = det.run(
+        "experiment",
+        "continue",
+        str(exp_id),
+        "--config",
+        "searcher.max_length.batches=8",
+        "-f",  # follow the continued trial's logs until it ends
+        timeout=WAIT_S,
     )
+    assert done.returncode == 0, describe(done)
     assert f"Continued experiment {exp_id}" in done.stdout
+    assert "TRAINED to=8" in done.stdout
     _wait(det, api, exp_id)
     assert _state(det, exp_id) == "STATE_COMPLETED"
 
