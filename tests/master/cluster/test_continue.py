@@ -90,7 +90,10 @@ def test_a_completed_trial_continues_from_its_latest_checkpoint(state: MasterSta
             row.log
             for row in session.scalars(select(TaskLog).where(TaskLog.task_id == trial.task_id))
         ]
-    assert any("continued by admin with searcher changed" in line for line in lines)
+    assert any(
+        "continued by admin with searcher changed" in line and "(10 steps)" in line
+        for line in lines
+    )
 
     node.sync()
     _checkpoint(state, again.task_id, again.allocation_id, 2, 20)

@@ -51,7 +51,7 @@ from stalwart.errors import (
 )
 from stalwart.master import policy
 from stalwart.master.cluster.lifecycle import master_log
-from stalwart.master.db.tables import Experiment, Trial, User
+from stalwart.master.db.tables import Checkpoint, Experiment, Trial, User
 from stalwart.master.searcher.factory import make_searcher
 from stalwart.master.searcher.single import SingleSearch
 from stalwart.master.services.experiment_config import typed_config
@@ -228,9 +228,21 @@ def continue_experiment(
             trial.task_id,
             None,
             f"experiment {experiment.id} continued by {user.username} {what}: trial {trial.id} "
-            "resumes from its latest checkpoint",
+            f"{_resumes_from(session, trial)}",
         )
     return Continued(experiment, changed)
+
+
+def _resumes_from(session: Session, trial: Trial) -> str:
+    latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    if latest is None:
+        return "starts from the beginning: it has no checkpoint"
+    if latest.state != "COMPLETED":
+        return (
+            f"starts from the beginning: its latest checkpoint {latest.uuid} is "
+            f"{latest.state} (checkpoint GC keeps `save_trial_latest` of them)"
+        )
+    return f"resumes from its latest checkpoint {latest.uuid} ({latest.steps_completed} steps)"
 
 
 def _continue_trial(session: Session, experiment: Experiment, trial: Trial) -> None:
