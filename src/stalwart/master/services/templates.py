@@ -59,6 +59,8 @@ def _check_name(name: str) -> str:
         raise InvalidArgumentError("a template needs a name")
     if len(name) > 255:
         raise InvalidArgumentError("a template name has at most 255 characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidArgumentError("a template name cannot hold control characters")
     return name
 
 
