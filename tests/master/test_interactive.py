@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from stalwart.config.command import idle_timeout_seconds, load_command_config
+from stalwart.config import DefaultsLayers
+from stalwart.config.command import (
+    CommandConfig,
+    idle_timeout_seconds,
+    known_settings,
+    load_command_config,
+)
 from stalwart.errors import ConfigError, ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.app import open_state
 from stalwart.master.clock import ManualClock
@@ -84,6 +90,28 @@ def test_command_configs_get_the_kinds_defaults_and_readable_errors() -> None:
     text = "; ".join(caught.value.problems)
     assert "not a duration" in text
     assert "slots" in text
+
+
+def test_a_task_takes_from_a_template_only_what_a_task_config_has() -> None:
+    template = {
+        "description": "from the template",
+        "resources": {"slots": 0, "resource_pool": "gpus", "not_a_task_setting": 4},
+        "searcher": {"name": "single", "metric": "loss"},
+        "hyperparameters": {"lr": 0.1},
+    }
+    assert known_settings(template, CommandConfig) == {
+        "description": "from the template",
+        "resources": {"slots": 0, "resource_pool": "gpus"},
+    }
+    typed = load_command_config(
+        {"entrypoint": "true", "resources": {"resource_pool": "cpus"}},
+        "COMMAND",
+        DefaultsLayers(template=template),
+    )
+    assert typed.description == "from the template"
+    assert typed.slots == 0  # the template's, not the kind's default
+    assert typed.resources.resource_pool == "cpus"  # the task's own setting wins
+    assert known_settings(None, CommandConfig) == {}
 
 
 def test_a_command_without_an_entrypoint_is_refused_and_nothing_is_written(

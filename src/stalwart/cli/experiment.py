@@ -1,5 +1,8 @@
 """``stalwart experiment`` (alias ``e``): create, list, inspect and control experiments.
 
+``continue ID [--config K=V] [--config-file F]`` trains a finished single-trial experiment on
+from its latest checkpoint, with the override merged over its config.
+
 ``create CONFIG [CONTEXT]`` uploads the config and the context directory (``.detignore`` and
 ``.stalwartignore`` honoured) and prints ``Created experiment N``; ``-f`` then streams the first
 trial's logs until it ends (exit 1 if that trial ended in ERROR). ``wait ID`` exits 0 only when
@@ -135,6 +138,39 @@ def create(
     for notice in exp.notices:
         out().print(f"note: {notice}", markup=False)
     if follow and not paused:
+        _follow_first_trial(exp)
+
+
+@app.command("continue")
+def continue_experiment(
+    experiment_id: Annotated[int, _ID],
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config-file", help="YAML merged over the experiment's config."),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config", help="KEY=VALUE merged over the config (repeatable; a.b=c nests)."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream the continued trial's logs.")
+    ] = False,
+) -> None:
+    """Continue a finished single-trial experiment from its latest checkpoint (e.g. with
+    --config searcher.max_length.batches=2000)."""
+    override: dict[str, Any] = {}
+    if config_file is not None:
+        doc = read_yaml(config_file)
+        if doc.data is not None and not isinstance(doc.data, dict):
+            raise ConfigError(str(config_file), ["<config>: must be a mapping of settings"])
+        override = dict(doc.data or {})
+    if overrides:
+        override = apply_overrides(override, overrides)
+    exp = client().continue_experiment(experiment_id, override or None)
+    out().print(f"Continued experiment {exp.id}", markup=False)
+    if follow:
         _follow_first_trial(exp)
 
 

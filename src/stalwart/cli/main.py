@@ -27,6 +27,7 @@ from stalwart.cli import notebook as notebook_cli
 from stalwart.cli import resource_pool as resource_pool_cli
 from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
+from stalwart.cli import template as template_cli
 from stalwart.cli import tensorboard as tensorboard_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
@@ -60,6 +61,7 @@ app.add_typer(tensorboard_cli.app, name="tensorboard")
 app.add_typer(task_cli.app, name="task")
 app.add_typer(groups_cli.app, name="user-group")
 app.add_typer(resource_pool_cli.app, name="resource-pool")
+app.add_typer(template_cli.app, name="template")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

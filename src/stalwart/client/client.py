@@ -26,6 +26,7 @@ import httpx
 import yaml
 
 from stalwart._retry import RetryPolicy
+from stalwart.client import template
 from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
@@ -53,10 +54,12 @@ from stalwart.client.models import (
     TaskSummary,
     UserResponse,
     V1Agent,
+    V1Template,
     V1User,
 )
 from stalwart.client.session import SDK_RETRY, Progress, Session
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind, task_logs
+from stalwart.client.template import TemplateConfig
 from stalwart.client.trial import Trial
 from stalwart.errors import ConfigError, InvalidArgumentError
 
@@ -299,6 +302,14 @@ class Client:
         experiment.notices = list(created.notices)
         return experiment
 
+    def continue_experiment(
+        self, experiment_id: int, config: str | Path | Mapping[str, Any] | None = None
+    ) -> Experiment:
+        """Continue a finished single-trial experiment from its latest checkpoint, with
+        ``config`` merged over its config (``det e continue``; see
+        :meth:`Experiment.continue_`)."""
+        return self.get_experiment(experiment_id).continue_(config)
+
     def get_experiment(self, experiment_id: int) -> Experiment:
         """One experiment (NotFoundError when there is none)."""
         path = f"/api/v1/experiments/{experiment_id}"
@@ -342,6 +353,27 @@ class Client:
         """One checkpoint by UUID (NotFoundError when there is none)."""
         data = self._session.get(f"/api/v1/checkpoints/{uuid}", GetCheckpointResponse)
         return Checkpoint(data.checkpoint)
+
+    # -- config templates ----------------------------------------------------------------------
+
+    def set_template(
+        self, name: str, config: TemplateConfig, *, workspace_id: int | None = None
+    ) -> V1Template:
+        """Create template ``name`` (in ``workspace_id``, default 1) or replace its settings
+        (YAML text, a YAML file or a mapping); editors of its workspace only."""
+        return template.set_template(self._session, name, config, workspace_id=workspace_id)
+
+    def get_template(self, name: str) -> V1Template:
+        """One template (NotFoundError when there is none you may read)."""
+        return template.get_template(self._session, name)
+
+    def list_templates(self, name: str | None = None) -> list[V1Template]:
+        """The templates you may read, by name (``name``: a substring, any case)."""
+        return template.list_templates(self._session, name)
+
+    def remove_template(self, name: str) -> None:
+        """Remove template ``name``; editors of its workspace only."""
+        template.remove_template(self._session, name)
 
     # -- cluster -------------------------------------------------------------------------------
 

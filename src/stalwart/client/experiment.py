@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from stalwart.client.checkpoint import Checkpoint, strip_state
 from stalwart.client.errors import WaitTimeoutError
 from stalwart.client.models import (
     CheckpointsResponse,
+    ContinueExperimentResponse,
     GetExperimentResponse,
     GetExperimentTrialsResponse,
     ModelDefResponse,
@@ -20,10 +23,21 @@ from stalwart.client.models import (
 from stalwart.client.session import Session
 from stalwart.client.trial import Trial
 
-__all__ = ["EXPERIMENT_TERMINAL_STATES", "Experiment"]
+__all__ = ["EXPERIMENT_TERMINAL_STATES", "Experiment", "continue_override_text"]
 
 EXPERIMENT_TERMINAL_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 """States an experiment never leaves on its own."""
+
+
+def continue_override_text(config: str | Path | Mapping[str, Any] | None) -> str:
+    """The ``overrideConfig`` YAML text of a continue (``""``: no change)."""
+    if config is None:
+        return ""
+    if isinstance(config, Path):
+        return config.read_text(encoding="utf-8")
+    if isinstance(config, str):
+        return config
+    return yaml.safe_dump(dict(config), sort_keys=False)
 
 
 class Experiment:
@@ -110,6 +124,19 @@ class Experiment:
     def kill(self) -> None:
         """Stop now: trials are killed; CANCELED once nothing runs."""
         self._act("kill")
+
+    def continue_(self, config: str | Path | Mapping[str, Any] | None = None) -> Experiment:
+        """Continue this finished single-trial experiment: its trial trains on from its latest
+        checkpoint, with ``config`` (YAML text, a YAML file or a mapping, e.g.
+        ``{"searcher": {"max_length": {"batches": 20}}}``) merged over the experiment's config.
+        Returns ``self``, reloaded (ACTIVE). InvalidArgumentError for a multi-trial search or
+        an override that cannot apply; FailedPreconditionError while it has not ended."""
+        text = continue_override_text(config)
+        answer = self._session.post(
+            "/api/v1/experiments/continue", {"id": self.id, "overrideConfig": text}
+        )
+        self.data = ContinueExperimentResponse.model_validate(answer).experiment
+        return self
 
     def archive(self) -> None:
         """Hide a terminal experiment from default listings."""

@@ -38,6 +38,7 @@ from stalwart.master.api.models.checkpoints import (
 )
 from stalwart.master.api.models.common import Pagination
 from stalwart.master.api.models.experiments import (
+    ContinueExperimentResponse,
     CreateExperimentResponse,
     GetExperimentResponse,
     GetExperimentsResponse,
@@ -51,6 +52,11 @@ from stalwart.master.api.models.logs import (
     MasterLogsResponse,
     TaskLogsResponse,
     TrialLogsResponse,
+)
+from stalwart.master.api.models.templates import (
+    GetTemplatesResponse,
+    TemplateResponse,
+    V1Template,
 )
 from stalwart.master.api.models.trials import (
     GetExperimentTrialsResponse,
@@ -73,6 +79,7 @@ from stalwart.master.api.models.users import (
 __all__ = [
     "AgentTokenInfo",
     "CheckpointsResponse",
+    "ContinueExperimentResponse",
     "CreateExperimentResponse",
     "GetAgentTokensResponse",
     "GetAgentsResponse",
@@ -83,6 +90,7 @@ __all__ = [
     "GetMasterResponse",
     "GetTaskResponse",
     "GetTasksResponse",
+    "GetTemplatesResponse",
     "GetTrialResponse",
     "GetTrialWorkloadsResponse",
     "GetUsersResponse",
@@ -100,6 +108,7 @@ __all__ = [
     "TaskLogsResponse",
     "TaskSummary",
     "TaskSummaryResources",
+    "TemplateResponse",
     "TrialLogsResponse",
     "UserResponse",
     "V1Agent",
@@ -113,6 +122,7 @@ __all__ = [
     "V1Metrics",
     "V1Slot",
     "V1Task",
+    "V1Template",
     "V1Trial",
     "V1User",
     "WorkloadContainer",

@@ -2,8 +2,10 @@
 
 Determined's ``CommandConfig``: what ``det cmd run``, ``det notebook start``, ``det shell
 start``, ``det tensorboard start`` and ``det task create`` send as ``config``, merged over the
-resource pool's and the master's ``task_container_defaults`` (and, once templates exist, a
-template) by the same rules as experiments (:mod:`stalwart.config.merge`).
+config template named with ``--template`` and the resource pool's and the master's
+``task_container_defaults``, by the same rules as experiments (:mod:`stalwart.config.merge`).
+A template written for experiments may be used too: only the settings a task has are taken
+from it (:func:`known_settings`), as Determined reads a template leniently for tasks.
 
 :func:`load_command_config` is the one way in: raw mapping + defaults -> a valid, defaulted
 :class:`CommandConfig`, or :class:`~stalwart.errors.ConfigError` listing every problem.
@@ -14,10 +16,12 @@ filled before validation, so the stored config says what the task got.
 from __future__ import annotations
 
 import re
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from stalwart.config.base import ConfigModel
 from stalwart.config.environment import EnvironmentConfig
@@ -35,6 +39,7 @@ __all__ = [
     "NotebookIdleType",
     "TaskKind",
     "idle_timeout_seconds",
+    "known_settings",
     "load_command_config",
 ]
 
@@ -130,7 +135,7 @@ def load_command_config(
     if raw is not None and not isinstance(raw, Mapping):
         raise ConfigError("<config>", ["<config>: must be a mapping of task settings"])
     d = defaults or DefaultsLayers()
-    data = dict(raw or {})
+    data = merge_layers(dict(raw or {}), known_settings(d.template, CommandConfig))
     resources = dict(data.get("resources") or {})
     if resources.get("slots") is None:
         resources["slots"] = _default_slots(kind)
@@ -138,7 +143,6 @@ def load_command_config(
     gpu = isinstance(resources["slots"], int) and resources["slots"] > 0
     merged = merge_layers(
         data,
-        d.template,
         _command_layer(tcd_to_experiment_layer(d.pool_tcd, gpu=gpu)),
         _command_layer(tcd_to_experiment_layer(d.master_tcd, gpu=gpu)),
     )
@@ -152,3 +156,39 @@ def load_command_config(
 def _command_layer(layer: dict[str, Any]) -> dict[str, Any]:
     """The parts of an experiment layer (from task_container_defaults) a command has."""
     return {key: value for key, value in layer.items() if key in CommandConfig.model_fields}
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation names (directly, or as the one model of a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [m for m in map(_model_of, typing.get_args(annotation)) if m is not None]
+        return models[0] if len(models) == 1 else None
+    return None
+
+
+def known_settings(layer: Mapping[str, Any] | None, model: type[BaseModel]) -> dict[str, Any]:
+    """``layer`` without the keys ``model`` (and its nested models) does not have.
+
+    A config template is shared by experiments and tasks: a task takes from it what a task
+    config has (``environment``, ``resources.slots``, ``bind_mounts``...) and leaves the rest
+    (``searcher``, ``hyperparameters``...).
+    """
+    if not isinstance(layer, Mapping):
+        return {}
+    names: dict[str, type[BaseModel] | None] = {}
+    for name, info in model.model_fields.items():
+        sub = _model_of(info.annotation)
+        names[name] = sub
+        if info.alias:
+            names[info.alias] = sub
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if key not in names:
+            continue
+        sub = names[key]
+        out[key] = (
+            known_settings(value, sub) if sub is not None and isinstance(value, Mapping) else value
+        )
+    return out

@@ -30,6 +30,7 @@ from stalwart.master.api import (
     auth,
     batch,
     checkpoints,
+    experiment_continue,
     experiments,
     info,
     interactive,
@@ -39,6 +40,7 @@ from stalwart.master.api import (
     proxy,
     rbac,
     tasks,
+    templates,
     trials,
     user_groups,
     users,
@@ -193,6 +195,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         user_groups,
         pool_bindings,
         rbac,
+        templates,
+        experiment_continue,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

@@ -64,15 +64,16 @@ EXPERIMENT_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "STOPPING_CANCELED": frozenset({"CANCELED", "STOPPING_KILLED", "STOPPING_ERROR"}),
     "STOPPING_KILLED": frozenset({"CANCELED", "STOPPING_ERROR"}),
     "STOPPING_ERROR": frozenset({"ERROR", "ACTIVE"}),
-    "COMPLETED": frozenset({"DELETING"}),
-    "CANCELED": frozenset({"DELETING"}),
-    "ERROR": frozenset({"DELETING"}),
+    "COMPLETED": frozenset({"DELETING", "ACTIVE"}),
+    "CANCELED": frozenset({"DELETING", "ACTIVE"}),
+    "ERROR": frozenset({"DELETING", "ACTIVE"}),
     "DELETING": frozenset({"DELETED", "DELETE_FAILED"}),
     "DELETE_FAILED": frozenset({"DELETING"}),
     "DELETED": frozenset(),
 }
 """Experiment edges: ACTIVE <-> PAUSED, stopping states that only get more severe, terminal
-states that may only be deleted."""
+states that may be deleted or continued (back to ACTIVE: ``det e continue``,
+:mod:`stalwart.master.services.experiment_continue`)."""
 
 EXPERIMENT_TERMINAL = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 

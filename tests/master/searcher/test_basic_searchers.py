@@ -201,3 +201,35 @@ def test_progress_counts_finished_trials_and_reported_progress() -> None:
     assert searcher.progress() == pytest.approx(0.125)
     searcher.on_trial_exited(a.request_id)
     assert searcher.progress() == pytest.approx(0.25)
+
+
+def test_a_continued_single_search_runs_its_trial_again_and_shuts_down_again() -> None:
+    config = make_config({"name": "single", "metric": "loss"}, HPS)
+    searcher = make_searcher(config)
+    assert isinstance(searcher, SingleSearch)
+    [create] = searcher.initial_actions()
+    assert isinstance(create, Create)
+    searcher.on_trial_progress(create.request_id, 1.0)
+    assert searcher.on_trial_exited(create.request_id) == [Shutdown()]
+
+    restored = make_searcher(config)
+    assert isinstance(restored, SingleSearch)
+    restored.restore(searcher.snapshot())
+    restored.continue_trial(create.request_id)
+    assert restored.progress() == 0.0  # live again, no progress yet
+    assert restored.live_trials() == 1
+    restored.on_trial_progress(create.request_id, 0.5)
+    assert restored.progress() == 0.5
+    assert restored.on_trial_exited(create.request_id) == [Shutdown()]
+    assert restored.progress() == 1.0
+
+    # a trial the search never heard end (its experiment was canceled) continues too
+    live = make_searcher(config)
+    assert isinstance(live, SingleSearch)
+    [other] = live.initial_actions()
+    assert isinstance(other, Create)
+    live.continue_trial(other.request_id)
+    assert live.live_trials() == 1
+    assert live.on_trial_exited(other.request_id) == [Shutdown()]
+    with pytest.raises(SearcherStateError):
+        live.continue_trial("nope")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping
-from typing import Annotated
+from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, Query, Response
@@ -37,26 +37,29 @@ from stalwart.master.redact import collect_secrets, redact_archive, redact_confi
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import experiments as svc
 from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.templates import template_config
 from stalwart.master.services.trials import list_experiment_trials
 from stalwart.master.state import MasterState
 
-__all__ = ["router"]
+__all__ = ["experiment_wire", "router"]
 
 router = APIRouter(tags=["experiments"])
 
 
-def _pool_of_text(config_text: str) -> str:
-    """``resources.resource_pool`` of an experiment's YAML text; ``default`` when unset or when
-    the text does not parse (experiment creation then reports what is wrong with it)."""
+def _pool_of_text(config_text: str, template: Mapping[str, Any] | None = None) -> str:
+    """``resources.resource_pool`` of an experiment's YAML text (else of its template);
+    ``default`` when unset or when the text does not parse (experiment creation then reports
+    what is wrong with it)."""
     try:
         data = yaml.safe_load(config_text)  # no alias expansion here; parse_yaml bounds it
     except (yaml.YAMLError, RecursionError):
         return "default"
-    resources = data.get("resources") if isinstance(data, Mapping) else None
-    if isinstance(resources, Mapping):
-        pool = resources.get("resource_pool")
-        if isinstance(pool, str) and pool:
-            return pool
+    for layer in (data, template):
+        resources = layer.get("resources") if isinstance(layer, Mapping) else None
+        if isinstance(resources, Mapping):
+            pool = resources.get("resource_pool")
+            if isinstance(pool, str) and pool:
+                return pool
     return "default"
 
 
@@ -71,12 +74,9 @@ def post_experiment(
     when the engine defines the pools (Slurm, PBS) and its resource pool is not one)."""
     if body.unmanaged:
         raise InvalidArgumentError("unmanaged experiments are not supported by Stalwart")
-    if body.template:
-        raise InvalidArgumentError(
-            f"config template {body.template!r} not found (templates are not supported yet)"
-        )
+    template = template_config(session, caller.user, body.template) if body.template else None
     if isinstance(state.rm, EnginePools):
-        state.rm.check_pool(_pool_of_text(body.config))
+        state.rm.check_pool(_pool_of_text(body.config, template))
     created = create_experiment(
         session,
         state.settings,
@@ -87,6 +87,7 @@ def post_experiment(
         project_id=body.project_id,
         parent_id=body.parent_id,
         validate_only=body.validate_only,
+        template=template,
     )
     exp = created.experiment
     if not body.validate_only:
@@ -109,6 +110,11 @@ def _json(model: WireModel) -> Response:
     """A wire model as a JSON response, serialized once by pydantic (big experiment pages skip
     FastAPI's re-validation of the response model)."""
     return Response(model.model_dump_json(by_alias=True), media_type="application/json")
+
+
+def experiment_wire(view: svc.ExperimentView) -> V1Experiment:
+    """The ``v1Experiment`` of a service view (with its trial facts)."""
+    return _wire(view)
 
 
 def _wire(view: svc.ExperimentView) -> V1Experiment:

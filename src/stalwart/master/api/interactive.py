@@ -31,8 +31,9 @@ from stalwart.master.api.models.interactive import (
     V1TaskContainer,
 )
 from stalwart.master.cluster.lifecycle import master_log
-from stalwart.master.db.tables import Allocation, Container, Project, Task, User
+from stalwart.master.db.tables import Allocation, Container, Project, Task, User, utcnow
 from stalwart.master.services import interactive as svc
+from stalwart.master.services.templates import template_config
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
@@ -134,9 +135,26 @@ def _launch(
         files=[f.model_dump() for f in body.files or []],
         workspace_id=body.workspace_id,
         template_name=body.template_name,
+        template=(
+            template_config(session, user, body.template_name) if body.template_name else None
+        ),
         experiment_ids=body.experiment_ids or [],
         trial_ids=body.trial_ids or [],
     )
+
+
+def _preview_task(user: User, config: dict[str, Any], body: LaunchRequest) -> dict[str, Any]:
+    """The task object of a preview (nothing is launched; the client requires the keys)."""
+    return {
+        "id": "",
+        "description": str(config.get("description") or ""),
+        "state": "STATE_UNSPECIFIED",
+        "startTime": wire_time(utcnow()),
+        "username": user.username,
+        "resourcePool": str((config.get("resources") or {}).get("resource_pool") or "default"),
+        "jobId": "",
+        "workspaceId": body.workspace_id or 1,
+    }
 
 
 def _start(
@@ -160,7 +178,7 @@ def _routes(kind: TaskKind) -> None:
         request = _launch(state, session, caller.user, kind, body)
         if body.preview:
             config, _ = svc.preview_config(state.settings, request)
-            return JSONResponse({"config": config})
+            return JSONResponse({key: _preview_task(caller.user, config, body), "config": config})
         task, _ = _start(state, session, caller.user, request)
         answer = _one(session, caller.user, task, key)
         answer["warnings"] = []

@@ -55,6 +55,7 @@ __all__ = [
     "StorageBackend",
     "Task",
     "TaskLog",
+    "Template",
     "Trial",
     "User",
     "UserGroup",
@@ -552,3 +553,18 @@ class PoolBinding(Base):
         autoincrement=False,
         index=True,
     )
+class Template(Base):
+    """A config template (``det template``): a named, partial config merged under the configs of
+    experiments and interactive tasks that name it. Names are unique across the cluster, as in
+    Determined; each belongs to one workspace, whose roles say who may read and change it
+    (:mod:`stalwart.master.services.templates`)."""
+
+    __tablename__ = "templates"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    config: Mapped[dict[str, Any]] = mapped_column()
+    """The template's settings as the user gave them (a mapping; never defaulted)."""
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

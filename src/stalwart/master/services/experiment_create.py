@@ -141,15 +141,17 @@ def create_experiment(
     project_id: int | None = None,
     parent_id: int | None = None,
     validate_only: bool = False,
+    template: Mapping[str, Any] | None = None,
 ) -> CreatedExperiment:
     """Validate and store a new experiment (ACTIVE if ``activate``, else PAUSED); the owner
-    needs a member role or more in the project's workspace (:mod:`stalwart.master.policy`)."""
+    needs a member role or more in the project's workspace (:mod:`stalwart.master.policy`).
+    ``template``: a config template's settings, merged under the config."""
     archive = build_archive(model_definition, max_bytes=settings.limits.max_model_definition_bytes)
     project = session.get(Project, project_id or 1)
     if project is None:
         raise NotFoundError(f"project {project_id} not found")
     policy.require_create_in_project(session, owner, project.id)
-    config, notices = defaulted_config(config_text, settings, archive=archive)
+    config, notices = defaulted_config(config_text, settings, archive=archive, template=template)
     resources = cast(dict[str, Any], config.get("resources", {}))
     experiment = Experiment(
         name=str(config["name"]),

@@ -101,6 +101,10 @@ class Launch:
     files: Sequence[Mapping[str, Any]] = ()
     workspace_id: int | None = None
     template_name: str | None = None
+    template: Mapping[str, Any] | None = None
+    """The settings of template ``template_name``, read by the caller
+    (:func:`stalwart.master.services.templates.template_config`: the caller's right to read it
+    is checked there); merged under ``config``."""
     experiment_ids: Sequence[int] = ()
     trial_ids: Sequence[int] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -129,20 +133,19 @@ def _workspace(session: Session, user: User, workspace_id: int | None) -> Worksp
 def _config(settings: MasterSettings, launch: Launch) -> tuple[dict[str, Any], list[str]]:
     """The defaulted config as stored, and notices for the task's log."""
     notices: list[str] = []
-    if launch.template_name:
-        notices.append(
-            f"template {launch.template_name!r} was not applied: this master has no "
-            "templates yet; the task runs with its own config"
-        )
+    if launch.template_name and launch.template is None:
+        raise NotFoundError(f"template '{launch.template_name}' not found")
     pool = ""
-    resources = (launch.config or {}).get("resources")
-    if isinstance(resources, Mapping) and resources.get("resource_pool"):
-        pool = str(resources["resource_pool"])
+    for layer in (launch.config or {}, launch.template or {}):
+        resources = layer.get("resources")
+        if not pool and isinstance(resources, Mapping) and resources.get("resource_pool"):
+            pool = str(resources["resource_pool"])
     try:
         typed = load_command_config(
             launch.config,
             launch.kind,
             DefaultsLayers(
+                template=launch.template,
                 pool_tcd=settings.pool_task_container_defaults(pool or "default"),
                 master_tcd=settings.task_container_defaults,
             ),

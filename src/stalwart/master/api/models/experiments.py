@@ -11,6 +11,8 @@ from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 
 __all__ = [
     "BestSearcherValidationMetricResponse",
+    "ContinueExperimentRequest",
+    "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
     "ExperimentSortBy",
@@ -206,3 +208,21 @@ class PatchExperimentResponse(WireModel):
     """``v1PatchExperimentResponse``."""
 
     experiment: V1Experiment = Field(description="The experiment after the change.")
+
+
+class ContinueExperimentRequest(WireRequest):
+    """``v1ContinueExperimentRequest`` (``det e continue``)."""
+
+    id: int = Field(description="The experiment to continue.")
+    override_config: str | None = Field(
+        default=None, description="YAML merged over the experiment's config (may be empty)."
+    )
+
+
+class ContinueExperimentResponse(WireModel):
+    """``v1ContinueExperimentResponse``: REQUIRED experiment."""
+
+    experiment: V1Experiment = Field(description="The continued experiment.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Only LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED."
+    )
