@@ -34,6 +34,7 @@ from stalwart.master.api import (
     info,
     interactive,
     logs,
+    model_registry,
     prepull,
     proxy,
     tasks,
@@ -187,6 +188,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         workspace_roles,
         workspaces,
         prepull,
+        model_registry,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
