@@ -22,6 +22,7 @@ from stalwart.cli import envs as envs_cli
 from stalwart.cli import experiment as experiment_cli
 from stalwart.cli import interactive as task_cli
 from stalwart.cli import master as master_cli
+from stalwart.cli import model as model_cli
 from stalwart.cli import notebook as notebook_cli
 from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
@@ -49,6 +50,7 @@ app.add_typer(experiment_cli.app, name="e", hidden=True)
 app.add_typer(trial_cli.app, name="trial")
 app.add_typer(trial_cli.app, name="t", hidden=True)
 app.add_typer(checkpoint_cli.app, name="checkpoint")
+app.add_typer(model_cli.app, name="model")
 app.add_typer(slot_cli.app, name="slot")
 app.add_typer(command_cli.app, name="cmd")
 app.add_typer(command_cli.app, name="command", hidden=True)
