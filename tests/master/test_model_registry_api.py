@@ -1,19 +1,23 @@
 """The model registry over REST: models, versions, what a registered checkpoint keeps, and who
-may do what (workspace roles)."""
+may do what (workspace roles). Every test runs on SQLite and on PostgreSQL (row locks)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from stalwart.errors import InvalidArgumentError
-from stalwart.master.cluster.checkpoint_gc import collect_experiment
-from stalwart.master.db.tables import Checkpoint, Experiment, User
-from stalwart.master.services.models import refuse_registered
+from stalwart.master.cluster.checkpoint_gc import _mark_deleted, collect_experiment
+from stalwart.master.db.tables import Checkpoint, Experiment, Model, User
+from stalwart.master.services.models import VersionFields, refuse_registered, register_version
+from stalwart.master.settings import MasterSettings
+from tests.master.conftest import make_settings
 from tests.master.test_allocations_api import TrialEnv, add_trial, create_experiment, master_state
 from tests.master.test_checkpoints_api import add_metrics, report
 from tests.master.test_experiments_api import complete
@@ -54,6 +58,13 @@ def register(
     assert resp.status_code == 200, resp.text
     version: dict[str, Any] = resp.json()["modelVersion"]
     return version
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> MasterSettings:
+    """The master's settings, on each database (overrides the package's SQLite one)."""
+    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    return make_settings(tmp_path / "home", db=db)
 
 
 @pytest.fixture
@@ -383,3 +394,39 @@ def test_roles_decide_who_sees_and_changes_models(
     assert mike_model["workspaceId"] == 1
     assert client.delete("/api/v1/models/secret", headers=team["mike"]).status_code == 403
     assert client.delete("/api/v1/models/secret", headers=team["mia"]).status_code == 200
+
+
+def test_gc_waits_for_a_registration_in_flight_and_keeps_its_checkpoint(
+    client: TestClient, env: TrialEnv, admin: dict[str, str], settings: MasterSettings
+) -> None:
+    """PostgreSQL: a registration holding the checkpoint's row lock makes GC wait, and GC then
+    sees the new version (no write skew between "not registered" and "mark DELETED")."""
+    if not settings.database_url.startswith("postgresql"):
+        pytest.skip("row locks: PostgreSQL (SQLite has a single writer)")
+    create_model(client, admin, "racing")
+    state = master_state(client)
+    registering = state.sessions()
+    user = registering.scalar(select(User).where(User.username == "admin"))
+    model = registering.scalar(select(Model).where(Model.name == "racing"))
+    assert user is not None
+    assert model is not None
+    register_version(registering, user, model, "ck-2", VersionFields())  # holds the row lock
+    gc = threading.Thread(target=_mark_deleted, args=(state.sessions, ["ck-2", "ck-4"]))
+    gc.start()
+    try:
+        deadline = time.monotonic() + 30
+        with state.engine.connect() as conn:
+            while not conn.execute(
+                text("select count(*) from pg_locks where not granted")
+            ).scalar():
+                assert time.monotonic() < deadline, "GC never waited for the row lock"
+                assert gc.is_alive(), "GC finished without waiting"
+                time.sleep(0.05)
+                conn.rollback()
+        registering.commit()
+    finally:
+        registering.close()
+        gc.join(timeout=30)
+    with state.sessions() as session:
+        assert session.get(Checkpoint, "ck-2").state == "COMPLETED"  # type: ignore[union-attr]
+        assert session.get(Checkpoint, "ck-4").state == "DELETED"  # type: ignore[union-attr]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from stalwart.errors import (
@@ -156,6 +157,17 @@ def _name_taken(session: Session, name: str, *, other_than: int | None = None) -
     found = session.scalar(select(Model.id).where(Model.name == name))
     if found is not None and found != other_than:
         raise AlreadyExistsError(f"a model named {name!r} already exists: choose another name")
+
+
+def _flush_name(session: Session, name: str) -> None:
+    """Flush; a name taken meanwhile by another request is AlreadyExistsError, not a 500."""
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise AlreadyExistsError(
+            f"a model named {name!r} already exists: choose another name"
+        ) from exc
 
 
 def _workspace(
@@ -313,7 +325,7 @@ def create_model(
         last_version=0,
     )
     session.add(model)
-    session.flush()
+    _flush_name(session, name)
     return model
 
 
@@ -357,7 +369,7 @@ def patch_model(session: Session, user: User, model: Model, patch: ModelPatch) -
         _move_target(session, user, model, target)
         model.workspace_id = target.id
     model.last_updated_time = utcnow()
-    session.flush()
+    _flush_name(session, model.name)
     return model
 
 
