@@ -23,6 +23,7 @@ from stalwart.cli import experiment as experiment_cli
 from stalwart.cli import groups as groups_cli
 from stalwart.cli import interactive as task_cli
 from stalwart.cli import master as master_cli
+from stalwart.cli import model as model_cli
 from stalwart.cli import notebook as notebook_cli
 from stalwart.cli import resource_pool as resource_pool_cli
 from stalwart.cli import shell as shell_cli
@@ -52,6 +53,7 @@ app.add_typer(experiment_cli.app, name="e", hidden=True)
 app.add_typer(trial_cli.app, name="trial")
 app.add_typer(trial_cli.app, name="t", hidden=True)
 app.add_typer(checkpoint_cli.app, name="checkpoint")
+app.add_typer(model_cli.app, name="model")
 app.add_typer(slot_cli.app, name="slot")
 app.add_typer(command_cli.app, name="cmd")
 app.add_typer(command_cli.app, name="command", hidden=True)

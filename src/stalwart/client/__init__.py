@@ -18,6 +18,7 @@ from stalwart.client.errors import (
     WaitTimeoutError,
 )
 from stalwart.client.experiment import EXPERIMENT_TERMINAL_STATES, Experiment
+from stalwart.client.registry import Model, ModelVersion
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind
 from stalwart.client.trial import TRIAL_TERMINAL_STATES, Trial
 
@@ -34,6 +35,8 @@ __all__ = [
     "InteractiveTask",
     "MasterError",
     "MasterUnreachableError",
+    "Model",
+    "ModelVersion",
     "TaskConfig",
     "TaskEndedError",
     "TaskKind",

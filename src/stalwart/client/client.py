@@ -57,11 +57,13 @@ from stalwart.client.models import (
     V1Template,
     V1User,
 )
+from stalwart.client.registry import Model, model_path
 from stalwart.client.session import SDK_RETRY, Progress, Session
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind, task_logs
 from stalwart.client.template import TemplateConfig
 from stalwart.client.trial import Trial
 from stalwart.errors import ConfigError, InvalidArgumentError
+from stalwart.master.api.models.model_registry import GetModelResponse, GetModelsResponse
 
 __all__ = ["Client", "ExperimentConfig", "TaskConfig"]
 
@@ -348,6 +350,54 @@ class Client:
         """One trial (NotFoundError when there is none)."""
         data = self._session.get(f"/api/v1/trials/{trial_id}", GetTrialResponse).trial
         return Trial(self._session, data)
+
+    # -- model registry ------------------------------------------------------------------------
+
+    def create_model(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        labels: Sequence[str] = (),
+        notes: str = "",
+        workspace: str | None = None,
+    ) -> Model:
+        """A new model of the registry (in workspace ``workspace``, default Uncategorized)."""
+        body: dict[str, Any] = {"name": name, "description": description, "notes": notes}
+        body["metadata"], body["labels"] = dict(metadata or {}), list(labels)
+        if workspace is not None:
+            body["workspaceName"] = workspace
+        answer = self._session.post("/api/v1/models", body)
+        return Model(self._session, GetModelResponse.model_validate(answer).model)
+
+    def get_model(self, name_or_id: str | int) -> Model:
+        """One model by name or id (NotFoundError when none you may see has it)."""
+        return Model(
+            self._session, self._session.get(model_path(name_or_id), GetModelResponse).model
+        )
+
+    def list_models(
+        self,
+        *,
+        name: str | None = None,
+        labels: Sequence[str] = (),
+        workspaces: Sequence[str] | None = None,
+        archived: bool | None = None,
+    ) -> list[Model]:
+        """The models you may see, by name; ``name``: a part of it, ``labels``: any of them,
+        ``workspaces``: only in these, ``archived``: only (un)archived ones."""
+        params: dict[str, Any] = {"sortBy": "SORT_BY_NAME", "orderBy": "ORDER_BY_ASC"}
+        if name:
+            params["name"] = name
+        if labels:
+            params["labels"] = list(labels)
+        if workspaces is not None:
+            params["workspaceNames"] = list(workspaces)
+        if archived is not None:
+            params["archived"] = "true" if archived else "false"
+        found = self._session.get("/api/v1/models", GetModelsResponse, params)
+        return [Model(self._session, m) for m in found.models]
 
     def get_checkpoint(self, uuid: str) -> Checkpoint:
         """One checkpoint by UUID (NotFoundError when there is none)."""

@@ -36,6 +36,7 @@ from stalwart.master.api import (
     interactive,
     logs,
     pool_bindings,
+    model_registry,
     prepull,
     proxy,
     rbac,
@@ -197,6 +198,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         rbac,
         templates,
         experiment_continue,
+        model_registry,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)

@@ -22,6 +22,9 @@ editor    member, plus changes every experiment of the workspace
 admin     editor, plus manages the workspace's role assignments
 ========  ================================================================================
 
+Models of the model registry follow their workspace the same way: viewers see them, members
+create them and change their own (and delete versions they registered), editors change all.
+
 Cluster admins are ``admin`` everywhere. Reading is GET/HEAD; any other method on a route with
 an experiment, trial, task, checkpoint or allocation in its path is a change. Tasks without an
 experiment (generic tasks) are read by anyone and changed by their owner or an admin. User
@@ -43,6 +46,8 @@ from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
     Experiment,
+    Model,
+    ModelVersion,
     Project,
     Task,
     Trial,
@@ -66,10 +71,14 @@ __all__ = [
     "parse_role",
     "require_change_checkpoints",
     "require_change_experiment",
+    "require_change_model",
     "require_change_tasks",
     "require_create_in_project",
+    "require_create_model",
+    "require_delete_model_version",
     "require_manage_workspace",
     "require_view_experiment",
+    "sees_model",
     "workspace_role",
 ]
 
@@ -480,3 +489,54 @@ def _require_task_owner(session: Session, user: User, task_id: str) -> None:
         raise ForbiddenError(
             f"user {user.username} cannot act on task {task_id}: only its owner or an admin can"
         )
+
+
+# --- models (the model registry) ---
+
+
+def sees_model(session: Session, user: User, model: Model) -> bool:
+    """Whether ``user`` may see ``model`` (a role of viewer or more in its workspace); a model
+    the caller cannot see is answered as not found."""
+    return _role_of(session, user, model.workspace_id) >= Role.VIEWER
+
+
+def require_create_model(session: Session, user: User, workspace_id: int) -> None:
+    """ForbiddenError unless ``user`` may create models in workspace ``workspace_id``."""
+    role = _role_of(session, user, workspace_id)
+    if role < Role.MEMBER:
+        raise ForbiddenError(
+            f"user {user.username} cannot create models in workspace "
+            f"'{_workspace_name(session, workspace_id)}': their role there is {role.label} "
+            "(a member, editor or admin role is needed; ask an admin of the workspace)"
+        )
+
+
+def require_change_model(session: Session, user: User, model: Model) -> None:
+    """ForbiddenError unless ``user`` may change (or delete) ``model``: an editor of its
+    workspace, or a member who created it."""
+    role = _role_of(session, user, model.workspace_id)
+    if role >= Role.EDITOR or (role >= Role.MEMBER and model.user_id == user.id):
+        return
+    owned = "the models they created" if role >= Role.MEMBER else "no model"
+    raise ForbiddenError(
+        f"user {user.username} cannot change model '{model.name}': their role in workspace "
+        f"'{_workspace_name(session, model.workspace_id)}' is {role.label}, which may change "
+        f"{owned} (an editor of the workspace, or an admin, can)"
+    )
+
+
+def require_delete_model_version(
+    session: Session, user: User, model: Model, version: ModelVersion
+) -> None:
+    """ForbiddenError unless ``user`` may delete ``version``: an editor of the model's
+    workspace, or a member who registered the version or created the model."""
+    role = _role_of(session, user, model.workspace_id)
+    mine = user.id in (version.user_id, model.user_id)
+    if role >= Role.EDITOR or (role >= Role.MEMBER and mine):
+        return
+    raise ForbiddenError(
+        f"user {user.username} cannot delete version {version.version} of model "
+        f"'{model.name}': their role in workspace "
+        f"'{_workspace_name(session, model.workspace_id)}' is {role.label} (members delete the "
+        "versions they registered; an editor of the workspace, or an admin, can)"
+    )

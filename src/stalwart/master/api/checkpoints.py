@@ -22,6 +22,7 @@ from stalwart.master.api.models.common import Empty, paginate
 from stalwart.master.api.wire.checkpoints import checkpoint_to_wire
 from stalwart.master.db.tables import Experiment, Trial
 from stalwart.master.services import checkpoints as service
+from stalwart.master.services.models import refuse_registered
 
 __all__ = ["router"]
 
@@ -82,9 +83,10 @@ def delete_checkpoints(
     session: SessionDep,
 ) -> Empty:
     """Mark checkpoints DELETED. Their files stay in storage until the checkpoint-GC task
-    (a later issue) removes them."""
+    (a later issue) removes them. Checkpoints registered in the model registry are refused."""
     if caller.allocation_id is None:
         policy.require_change_checkpoints(session, caller.user, body.checkpoint_uuids)
+    refuse_registered(session, caller.user, body.checkpoint_uuids, "deleted")
     service.delete_checkpoints(
         session, body.checkpoint_uuids, caller_allocation_id=caller.allocation_id
     )
@@ -100,6 +102,8 @@ def patch_checkpoints(
     API and checkpoint GC send it. An empty resources map means DELETED."""
     if caller.allocation_id is None:
         policy.require_change_checkpoints(session, caller.user, [p.uuid for p in body.checkpoints])
+    changed = [p.uuid for p in body.checkpoints if p.resources is not None]
+    refuse_registered(session, caller.user, changed, "patched")
     for patch in body.checkpoints:
         service.patch_checkpoint_resources(
             session,

@@ -5,11 +5,14 @@ newest (by steps completed) and its ``save_trial_best`` best (by the searcher me
 validation at the checkpoint's step), and the experiment's ``save_experiment_best`` best across
 trials. Determined's defaults: 0, 1 and 1. Checkpoints without a validation never count as best.
 
-:func:`collect_experiment` deletes the other COMPLETED checkpoints' files from storage (outside
-any transaction), then marks them DELETED through the transitions module and the experiment
-``checkpoints_collected``. Storage it cannot reach from the master (cloud stores not yet
-supported here) is left alone: the records stay, and the experiment is marked collected so the
-loop does not retry forever. A master killed mid-way redoes the work (deleting is idempotent).
+:func:`collect_experiment` marks the other COMPLETED checkpoints DELETED through the transitions
+module, then deletes the files of the experiment's DELETED checkpoints from storage (outside any
+transaction; also those a user deleted), then marks the experiment ``checkpoints_collected``.
+Checkpoints registered in the model registry are never collected, whatever the policy says
+(:func:`~stalwart.master.services.models.registered_checkpoints`). Storage it cannot reach from
+the master (cloud stores not yet supported here) is left alone: the records stay, and the
+experiment is marked collected so the loop does not retry forever. A master killed mid-way
+redoes the work (deleting is idempotent).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Checkpoint, Experiment
 from stalwart.master.services.checkpoints import build_views
 from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.services.models import registered_checkpoints
 from stalwart.master.transitions import set_checkpoint_state
 
 __all__ = ["CheckpointFacts", "checkpoints_to_keep", "collect_experiment", "storage_directory"]
@@ -87,6 +91,37 @@ def storage_directory(storage: Mapping[str, Any]) -> Path | None:
     return None
 
 
+def _mark_deleted(sessions: SessionFactory, doomed: Sequence[str]) -> None:
+    """Mark the doomed checkpoints DELETED, each under its row lock (the lock registering a
+    checkpoint takes), skipping any registered or changed since they were chosen."""
+    with sessions() as session:
+        for uuid in doomed:
+            ckpt = session.scalar(
+                select(Checkpoint)
+                .where(Checkpoint.uuid == uuid)
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            )
+            if ckpt is None or ckpt.state != "COMPLETED" or registered_checkpoints(session, [uuid]):
+                continue
+            set_checkpoint_state(session, ckpt, "DELETED")
+        session.commit()
+
+
+def _deleted_files(sessions: SessionFactory, experiment_id: int) -> list[str]:
+    """The DELETED, unregistered checkpoints of the experiment: their files go."""
+    with sessions() as session:
+        uuids = list(
+            session.scalars(
+                select(Checkpoint.uuid).where(
+                    Checkpoint.experiment_id == experiment_id, Checkpoint.state == "DELETED"
+                )
+            )
+        )
+        registered = registered_checkpoints(session, uuids)
+    return sorted(u for u in uuids if u not in registered)
+
+
 def collect_experiment(sessions: SessionFactory, experiment_id: int) -> int:
     """GC one ended experiment's checkpoints; returns how many were deleted."""
     with sessions() as session:
@@ -113,30 +148,31 @@ def collect_experiment(sessions: SessionFactory, experiment_id: int) -> int:
             )
             for v in build_views(session, ckpts)
         ]
-    keep = checkpoints_to_keep(facts, storage, smaller_is_better=smaller)
+        registered = set(registered_checkpoints(session, [f.uuid for f in facts]))
+    keep = checkpoints_to_keep(facts, storage, smaller_is_better=smaller) | registered
     doomed = sorted(f.uuid for f in facts if f.uuid not in keep)
     directory = storage_directory(storage)
-    if directory is None and doomed:
-        log.info(
-            "experiment %s: checkpoint storage %r is not reachable from the master; "
-            "keeping %d checkpoints",
-            experiment_id,
-            storage.get("type"),
-            len(doomed),
-        )
-        doomed = []
-    for uuid in doomed:
-        assert directory is not None
-        if "/" in uuid or "\\" in uuid or uuid in ("", ".", ".."):
-            continue  # never a path outside the storage directory
-        shutil.rmtree(directory / uuid, ignore_errors=True)
+    if directory is None:
+        if doomed:
+            log.info(
+                "experiment %s: checkpoint storage %r is not reachable from the master; "
+                "keeping %d checkpoints",
+                experiment_id,
+                storage.get("type"),
+                len(doomed),
+            )
+    else:
+        # Records first, files second: a checkpoint registered meanwhile is skipped here, and
+        # once DELETED it can no longer be registered. A master killed before the experiment
+        # is marked collected removes the files of the DELETED ones on its next pass.
+        _mark_deleted(sessions, doomed)
+        for uuid in _deleted_files(sessions, experiment_id):
+            if "/" in uuid or "\\" in uuid or uuid in ("", ".", ".."):
+                continue  # never a path outside the storage directory
+            shutil.rmtree(directory / uuid, ignore_errors=True)
     with sessions() as session:
-        for uuid in doomed:
-            ckpt = session.get(Checkpoint, uuid)
-            if ckpt is not None and ckpt.state == "COMPLETED":
-                set_checkpoint_state(session, ckpt, "DELETED")
         experiment = session.get(Experiment, experiment_id)
         if experiment is not None:
             experiment.checkpoints_collected = True
         session.commit()
-    return len(doomed)
+    return len(doomed) if directory is not None else 0

@@ -50,6 +50,8 @@ __all__ = [
     "MasterMeta",
     "MetricReport",
     "PoolBinding",
+    "Model",
+    "ModelVersion",
     "Project",
     "Slot",
     "StorageBackend",
@@ -568,3 +570,45 @@ class Template(Base):
     )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+class Model(Base):
+    """A model of the model registry: a named series of versions, each a registered checkpoint
+    (:mod:`stalwart.master.services.models`). It belongs to a workspace, whose roles decide who
+    sees and changes it."""
+
+    __tablename__ = "models"
+    __table_args__ = NEVER_REUSE_IDS
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    """Unique (case-sensitive); never only digits, so a path segment names one model either by
+    its name or by its id."""
+    description: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    labels: Mapped[list[Any]] = mapped_column(default=list)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    creation_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_updated_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_version: Mapped[int] = mapped_column(Integer, default=0)
+    """The highest version number handed out; a deleted version's number is never reused."""
+
+
+class ModelVersion(Base):
+    """A version of a model: one registered checkpoint. While any version names a checkpoint,
+    checkpoint GC keeps it and deleting it (or its experiment) is refused."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "version"), NEVER_REUSE_IDS)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    comment: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    labels: Mapped[list[Any]] = mapped_column(default=list)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    creation_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_updated_time: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -63,6 +63,7 @@ from stalwart.master.db.tables import (
 )
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.metrics import searcher_settings
+from stalwart.master.services.models import refuse_experiment_delete
 from stalwart.master.services.trials import (
     ACTIVE_SUBSTATES,
     COUNTED_CHECKPOINT_STATES,
@@ -455,15 +456,15 @@ def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
 
     Who may is :mod:`stalwart.master.policy`'s rule (checked for every request on the
     experiment's path). Archived experiments may be deleted. Checkpoint files in storage are
-    not removed here.
+    not removed here. An experiment with checkpoints in the model registry is refused.
     """
-    del user  # kept for callers; the policy has already decided
     experiment = get_experiment(session, experiment_id)
     if experiment.state not in _DELETABLE:
         raise FailedPreconditionError(
             f"cannot delete experiment in STATE_{experiment.state} state: experiment "
             f"{experiment_id} must be COMPLETED, CANCELED or ERROR first (kill it)"
         )
+    refuse_experiment_delete(session, user, experiment_id)  # registered checkpoints stay
     set_experiment_state(session, experiment, "DELETING")
     set_experiment_state(session, experiment, "DELETED")
     session.flush()

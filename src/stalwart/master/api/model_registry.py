@@ -1,0 +1,263 @@
+"""Routes: the model registry (``/api/v1/models``, ``/api/v1/model/labels``).
+
+``{model_name}`` is a model's name, or its id when only digits (the official client uses both:
+``det model register-version --json`` posts to ``/models/{id}/versions``). Logic and rules are
+in :mod:`stalwart.master.services.models`; every answer is 200.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master.api.models.common import Empty, paginate
+from stalwart.master.api.models.model_registry import (
+    GetModelLabelsResponse,
+    GetModelResponse,
+    GetModelsResponse,
+    GetModelVersionResponse,
+    GetModelVersionsResponse,
+    ModelVersionMetricsResponse,
+    MoveModelRequest,
+    PatchModelRequest,
+    PatchModelVersionRequest,
+    PostModelRequest,
+    PostModelVersionRequest,
+)
+from stalwart.master.api.wire.model_registry import models_to_wire, versions_to_wire
+from stalwart.master.services import models as service
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["models"])
+
+IntList = Annotated[list[int] | None, Query()]
+StrList = Annotated[list[str] | None, Query()]
+
+
+@router.get("/models", response_model=GetModelsResponse)
+def get_models(
+    caller: CallerDep,
+    session: SessionDep,
+    archived: bool | None = None,
+    description: str | None = None,
+    id: int | None = None,
+    labels: StrList = None,
+    name: str | None = None,
+    users: StrList = None,
+    user_ids: Annotated[list[int] | None, Query(alias="userIds")] = None,
+    workspace_ids: Annotated[list[int] | None, Query(alias="workspaceIds")] = None,
+    workspace_names: Annotated[list[str] | None, Query(alias="workspaceNames")] = None,
+    sort_by: Annotated[str | None, Query(alias="sortBy")] = None,
+    order_by: Annotated[str | None, Query(alias="orderBy")] = None,
+    offset: int = 0,
+    limit: Annotated[int, Query(ge=0)] = 0,
+) -> GetModelsResponse:
+    """The models the caller may see, filtered, sorted and paginated."""
+    filters = service.ModelFilters(
+        model_id=id,
+        name=name,
+        description=description,
+        archived=archived,
+        labels=labels or (),
+        users=users or (),
+        user_ids=user_ids or (),
+        workspace_ids=workspace_ids,
+        workspace_names=workspace_names,
+    )
+    found = service.list_models(session, caller.user, filters, sort_by=sort_by, order_by=order_by)
+    start, end, page = paginate(len(found), offset, limit)
+    return GetModelsResponse(models=models_to_wire(session, found[start:end]), pagination=page)
+
+
+@router.post("/models", response_model=GetModelResponse)
+def post_model(body: PostModelRequest, caller: CallerDep, session: SessionDep) -> GetModelResponse:
+    """Create a model (``det model create``, ``client.create_model``)."""
+    model = service.create_model(
+        session,
+        caller.user,
+        body.name,
+        description=body.description,
+        notes=body.notes,
+        metadata=body.metadata,
+        labels=body.labels,
+        workspace_id=body.workspace_id,
+        workspace_name=body.workspace_name,
+    )
+    session.commit()
+    return GetModelResponse(model=models_to_wire(session, [model])[0])
+
+
+@router.get("/model/labels", response_model=GetModelLabelsResponse)
+def get_model_labels(
+    caller: CallerDep,
+    session: SessionDep,
+    workspace_id: Annotated[int | None, Query(alias="workspaceId")] = None,
+) -> GetModelLabelsResponse:
+    """Labels of the models the caller may see, most used first."""
+    return GetModelLabelsResponse(labels=service.label_counts(session, caller.user, workspace_id))
+
+
+@router.get("/models/{model_name}", response_model=GetModelResponse)
+def get_model(model_name: str, caller: CallerDep, session: SessionDep) -> GetModelResponse:
+    """One model, by name or id (404 when unknown or not visible to the caller)."""
+    model = service.find_model(session, caller.user, model_name)
+    return GetModelResponse(model=models_to_wire(session, [model])[0])
+
+
+@router.patch("/models/{model_name}", response_model=GetModelResponse)
+def patch_model(
+    model_name: str, body: PatchModelRequest, caller: CallerDep, session: SessionDep
+) -> GetModelResponse:
+    """Change a model's name, description, notes, metadata, labels or workspace."""
+    model = service.find_model(session, caller.user, model_name)
+    patch = service.ModelPatch(
+        name=body.name,
+        description=body.description,
+        notes=body.notes,
+        metadata=body.metadata,
+        labels=body.labels,
+        workspace_id=body.workspace_id,
+        workspace_name=body.workspace_name,
+    )
+    service.patch_model(session, caller.user, model, patch)
+    session.commit()
+    return GetModelResponse(model=models_to_wire(session, [model])[0])
+
+
+@router.delete("/models/{model_name}", response_model=Empty)
+def delete_model(model_name: str, caller: CallerDep, session: SessionDep) -> Empty:
+    """Delete a model and its versions."""
+    model = service.find_model(session, caller.user, model_name)
+    service.delete_model(session, caller.user, model)
+    session.commit()
+    return Empty()
+
+
+@router.post("/models/{model_name}/archive", response_model=Empty)
+def archive_model(model_name: str, caller: CallerDep, session: SessionDep) -> Empty:
+    """Archive a model: no changes or new versions until it is unarchived."""
+    model = service.find_model(session, caller.user, model_name)
+    service.archive_model(session, caller.user, model, archived=True)
+    session.commit()
+    return Empty()
+
+
+@router.post("/models/{model_name}/unarchive", response_model=Empty)
+def unarchive_model(model_name: str, caller: CallerDep, session: SessionDep) -> Empty:
+    """Unarchive a model."""
+    model = service.find_model(session, caller.user, model_name)
+    service.archive_model(session, caller.user, model, archived=False)
+    session.commit()
+    return Empty()
+
+
+@router.post("/models/{model_name}/move", response_model=Empty)
+def move_model(
+    model_name: str, body: MoveModelRequest, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """Move a model to another workspace."""
+    model = service.find_model(session, caller.user, model_name)
+    service.move_model(session, caller.user, model, body.destination_workspace_id)
+    session.commit()
+    return Empty()
+
+
+@router.get("/models/{model_name}/versions", response_model=GetModelVersionsResponse)
+def get_model_versions(
+    model_name: str,
+    caller: CallerDep,
+    session: SessionDep,
+    sort_by: Annotated[str | None, Query(alias="sortBy")] = None,
+    order_by: Annotated[str | None, Query(alias="orderBy")] = None,
+    offset: int = 0,
+    limit: Annotated[int, Query(ge=0)] = 0,
+) -> GetModelVersionsResponse:
+    """A model's versions (by number unless ``sortBy``), paginated."""
+    model = service.find_model(session, caller.user, model_name)
+    versions = service.list_versions(session, model, sort_by=sort_by, order_by=order_by)
+    start, end, page = paginate(len(versions), offset, limit)
+    return GetModelVersionsResponse(
+        model=models_to_wire(session, [model])[0],
+        model_versions=versions_to_wire(session, model, versions[start:end]),
+        pagination=page,
+    )
+
+
+@router.post("/models/{model_name}/versions", response_model=GetModelVersionResponse)
+def post_model_version(
+    model_name: str, body: PostModelVersionRequest, caller: CallerDep, session: SessionDep
+) -> GetModelVersionResponse:
+    """Register a COMPLETED checkpoint as the model's next version."""
+    model = service.find_model(session, caller.user, model_name)
+    fields = service.VersionFields(
+        name=body.name,
+        comment=body.comment,
+        notes=body.notes,
+        metadata=body.metadata,
+        labels=body.labels,
+    )
+    version = service.register_version(session, caller.user, model, body.checkpoint_uuid, fields)
+    session.commit()
+    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+
+
+@router.get("/models/{model_name}/versions/{version_num}", response_model=GetModelVersionResponse)
+def get_model_version(
+    model_name: str, version_num: int, caller: CallerDep, session: SessionDep
+) -> GetModelVersionResponse:
+    """One version of a model."""
+    model = service.find_model(session, caller.user, model_name)
+    version = service.get_version(session, model, version_num, shown=model_name)
+    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+
+
+@router.patch("/models/{model_name}/versions/{version_num}", response_model=GetModelVersionResponse)
+def patch_model_version(
+    model_name: str,
+    version_num: int,
+    body: PatchModelVersionRequest,
+    caller: CallerDep,
+    session: SessionDep,
+) -> GetModelVersionResponse:
+    """Change a version's name, comment, notes, metadata or labels."""
+    model = service.find_model(session, caller.user, model_name)
+    version = service.get_version(session, model, version_num, shown=model_name)
+    fields = service.VersionFields(
+        name=body.name,
+        comment=body.comment,
+        notes=body.notes,
+        metadata=body.metadata,
+        labels=body.labels,
+    )
+    service.patch_version(session, caller.user, model, version, fields)
+    session.commit()
+    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+
+
+@router.delete("/models/{model_name}/versions/{version_num}", response_model=Empty)
+def delete_model_version(
+    model_name: str, version_num: int, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """Delete a version (its checkpoint is no longer kept for it)."""
+    model = service.find_model(session, caller.user, model_name)
+    version = service.get_version(session, model, version_num, shown=model_name)
+    service.delete_version(session, caller.user, model, version)
+    session.commit()
+    return Empty()
+
+
+@router.get(
+    "/models/{model_name}/versions/{version_num}/metrics",
+    response_model=ModelVersionMetricsResponse,
+)
+def get_model_version_metrics(
+    model_name: str, version_num: int, caller: CallerDep, session: SessionDep
+) -> ModelVersionMetricsResponse:
+    """Metrics of trials that reported using this version (Determined's inference and
+    fine-tuning source info); Stalwart's tasks do not report that yet, so the list is empty."""
+    model = service.find_model(session, caller.user, model_name)
+    service.get_version(session, model, version_num, shown=model_name)
+    return ModelVersionMetricsResponse()
