@@ -37,6 +37,7 @@ from stalwart.master.api import (
     prepull,
     proxy,
     tasks,
+    tokens,
     trials,
     users,
     workspace_roles,
@@ -187,6 +188,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         workspace_roles,
         workspaces,
         prepull,
+        tokens,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
