@@ -33,6 +33,7 @@ from stalwart.master.api import (
     experiments,
     info,
     interactive,
+    jobs,
     logs,
     prepull,
     proxy,
@@ -189,6 +190,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         workspaces,
         prepull,
         tokens,
+        jobs,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
