@@ -40,6 +40,7 @@ from stalwart.master.api import (
     tasks,
     tokens,
     trials,
+    usage,
     users,
     workspace_roles,
     workspaces,
@@ -191,7 +192,9 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         prepull,
         tokens,
         jobs,
+        usage,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app
