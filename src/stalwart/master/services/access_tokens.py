@@ -6,8 +6,8 @@ Rules (Determined's, with its role-based access control):
 - a user creates, lists, describes, edits and revokes **their own** tokens; an admin does so
   for everyone's. Someone else's token is 403 to a non-admin (listing: only one's own are
   shown unless the caller is an admin);
-- a token is 32 random bytes (URL-safe base64), shown once, when created; only its SHA-256 is
-  stored;
+- a token is 32 random bytes (URL-safe base64, never starting with ``-``), shown once, when
+  created; only its SHA-256 is stored;
 - ``lifespan`` is a Go duration (``"720h"``, ``"90m"``, ``"1h30m"``); absent means
   :data:`DEFAULT_LIFESPAN` (30 days); ``"-1"`` means :data:`MAX_LIFESPAN` (the official CLI's
   ``--expiration-days -1``); anything else negative or unparseable is 400;
@@ -133,7 +133,7 @@ def create_token(
     if not owner.active:
         raise FailedPreconditionError(f"user {owner.username} is not active")
     span = parse_lifespan(lifespan)
-    token = secrets.token_urlsafe(32)
+    token = _new_token()
     row = AccessToken(
         user_id=owner.id,
         token_sha256=token_sha256(token),
@@ -187,6 +187,15 @@ def get_token(session: Session, caller: User, token_id: int) -> AccessToken:
             f"access token {token_id} is another user's: only an admin can change it"
         )
     return row
+
+
+def _new_token() -> str:
+    """32 random bytes, URL-safe base64, never starting with ``-`` (command lines would take
+    it for an option: ``det token login TOKEN``)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 @dataclass(frozen=True)
