@@ -174,11 +174,14 @@ def test_the_listed_order_is_the_order_jobs_start(
     _wait("the queue empties", lambda: _jobs(admin) == [])
 
 
-def test_weight_and_moves_are_refused_saying_which_scheduler_uses_them(admin: Det) -> None:
+def test_batch_updates_and_refusals_saying_which_scheduler_uses_them(admin: Det) -> None:
     job = _command(admin)
     try:
+        admin.ok("job", "update-batch", f"{job}.priority=3")
+        assert {j["jobId"]: j["priority"] for j in _jobs(admin)}[job] == 3
         done = admin.run("job", "update", job, "--weight", "2")
         assert done.returncode != 0, describe(done)
+        assert "fair_share" in done.stderr, describe(done)
         done = admin.run("job", "update", "no-such-job", "--priority", "3")
         assert done.returncode != 0, describe(done)
     finally:
