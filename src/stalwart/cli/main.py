@@ -22,14 +22,17 @@ from stalwart.cli import envs as envs_cli
 from stalwart.cli import experiment as experiment_cli
 from stalwart.cli import groups as groups_cli
 from stalwart.cli import interactive as task_cli
+from stalwart.cli import job as job_cli
 from stalwart.cli import master as master_cli
 from stalwart.cli import model as model_cli
 from stalwart.cli import notebook as notebook_cli
 from stalwart.cli import resource_pool as resource_pool_cli
+from stalwart.cli import resources as resources_cli
 from stalwart.cli import shell as shell_cli
 from stalwart.cli import slot as slot_cli
 from stalwart.cli import template as template_cli
 from stalwart.cli import tensorboard as tensorboard_cli
+from stalwart.cli import token as token_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
 from stalwart.cli import user as user_cli
@@ -64,6 +67,9 @@ app.add_typer(task_cli.app, name="task")
 app.add_typer(groups_cli.app, name="user-group")
 app.add_typer(resource_pool_cli.app, name="resource-pool")
 app.add_typer(template_cli.app, name="template")
+app.add_typer(token_cli.app, name="token")
+app.add_typer(job_cli.app, name="job")
+app.add_typer(resources_cli.app, name="resources")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

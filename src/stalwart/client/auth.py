@@ -71,6 +71,9 @@ class ClientEnv:
     user: str | None = None
     password: str | None = None
     config_dir: Path | None = None
+    token: str | None = None
+    """``DET_USER_TOKEN``: a token (an access token) for ``DET_USER``, used when no token of
+    that user is cached."""
 
 
 def _first(environ: Mapping[str, str], *names: str) -> str | None:
@@ -90,6 +93,7 @@ def client_env(environ: Mapping[str, str] | None = None) -> ClientEnv:
         master=_first(env, "STALWART_MASTER", "DET_MASTER"),
         user=user,
         password=env.get("DET_PASS") if user else None,
+        token=env.get("DET_USER_TOKEN") or None if user else None,
         config_dir=Path(xdg).expanduser() / "stalwart" if xdg else None,
     )
 

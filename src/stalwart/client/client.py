@@ -27,6 +27,7 @@ import yaml
 
 from stalwart._retry import RetryPolicy
 from stalwart.client import template
+from stalwart.client import jobs, tokens, usage
 from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
@@ -260,6 +261,87 @@ class Client:
     def deactivate_user(self, username: str) -> V1User:
         """Stop ``username`` from logging in and end their sessions (admins only)."""
         return self._set_active(username, False)
+
+    # -- access tokens, the job queue, historical usage -----------------------------------------
+
+    def create_token(
+        self,
+        username: str | None = None,
+        *,
+        expiration_days: int | None = None,
+        description: str | None = None,
+    ) -> tuple[int, str]:
+        """A new access token for ``username`` (default: the current user; others need
+        admin); ``(token id, token)``. The token is shown only now. ``expiration_days``: -1
+        for the longest lifespan, None for the master's default (30 days)."""
+        made = tokens.create_token(
+            self._session,
+            self._user_id(username),
+            lifespan=tokens.lifespan_of_days(expiration_days),
+            description=description,
+        )
+        return made.token_id, made.token
+
+    def list_tokens(
+        self,
+        username: str | None = None,
+        *,
+        token_ids: Sequence[int] = (),
+        show_inactive: bool = False,
+    ) -> list[tokens.TokenInfo]:
+        """Access tokens: one's own (an admin's: everyone's, or ``username``'s)."""
+        return tokens.list_tokens(
+            self._session, username=username, token_ids=token_ids, show_inactive=show_inactive
+        )
+
+    def edit_token(self, token_id: int, description: str) -> tokens.TokenInfo:
+        """Change an access token's description."""
+        return tokens.edit_token(self._session, token_id, description=description)
+
+    def revoke_token(self, token_id: int) -> tokens.TokenInfo:
+        """Revoke an access token: it is refused from now on."""
+        return tokens.edit_token(self._session, token_id, revoke=True)
+
+    def login_with_token(self, token: str) -> V1User:
+        """Act as the user of an access token from now on, and make them the active user."""
+        return self._session.use_token(token, activate=True)
+
+    def list_jobs(self, resource_pool: str | None = None) -> list[jobs.LimitedJob]:
+        """The job queue, in the order the scheduler takes the jobs."""
+        return jobs.list_jobs(self._session, resource_pool=resource_pool)
+
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        priority: int | None = None,
+        weight: float | None = None,
+        ahead_of: str | None = None,
+        behind_of: str | None = None,
+    ) -> None:
+        """Change a job's priority, weight, or place ahead of / behind another job."""
+        jobs.update_job(
+            self._session,
+            job_id,
+            priority=priority,
+            weight=weight,
+            ahead_of=ahead_of,
+            behind_of=behind_of,
+        )
+
+    def usage_raw(self, after: str, before: str) -> list[usage.RawEntry]:
+        """Allocations that held slots between two RFC 3339 times (admins)."""
+        return usage.raw(self._session, after, before)
+
+    def usage_aggregated(
+        self, start_date: str, end_date: str, *, monthly: bool = False
+    ) -> list[usage.AggregatedEntry]:
+        """Slot-seconds per day (or month) between two dates, inclusive (admins)."""
+        return usage.aggregated(self._session, start_date, end_date, monthly=monthly)
+
+    def usage_csv(self, after: str, before: str) -> str:
+        """The allocations CSV between two RFC 3339 times, with image pull seconds (admins)."""
+        return usage.allocations_csv(self._session, after, before)
 
     # -- experiments ---------------------------------------------------------------------------
 

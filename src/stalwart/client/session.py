@@ -5,8 +5,9 @@ Contract:
 - The user is, in order: the one given, the environment's (``DET_USER``), the
   master's active user in the token cache, else ``determined`` (empty password).
 - Credentials: a password given explicitly always logs in afresh on the first request.
-  Otherwise the cached token is used; a 401 on a cached token drops it and logs in once with
-  the known password (the environment's, else empty), then retries the request.
+  Otherwise the cached token is used, else ``DET_USER_TOKEN`` when the user is ``DET_USER``
+  (an access token: ``stalwart token create``); a 401 on a cached token drops it and logs in
+  once with the known password (the environment's, else empty), then retries the request.
 - Retries follow :mod:`stalwart._retry` with :data:`SDK_RETRY` (ten seconds: long enough to
   ride out a master's stop and restart, short enough for a person at a prompt), without
   ``retry_unsafe``: a POST or PATCH is sent again only when it never reached the master
@@ -36,7 +37,7 @@ from stalwart.client.errors import (
     error_from_response,
     error_from_stream,
 )
-from stalwart.client.models import LoginResponse, V1User
+from stalwart.client.models import LoginResponse, MeResponse, V1User
 from stalwart.errors import StalwartError, UnauthenticatedError
 
 __all__ = ["SDK_RETRY", "Progress", "Session"]
@@ -75,6 +76,7 @@ class Session:
         if password is None and env.user == self.user:
             password = env.password
         self._password = password
+        self._env_token = env.token if env.user == self.user and password is None else None
         self._token: str | None = None
         self._from_cache = False
         self._timeout = timeout
@@ -110,6 +112,19 @@ class Session:
         self.store.put(self.master, user, login.token, activate=activate)
         return login.user
 
+    def use_token(self, token: str, *, activate: bool) -> V1User:
+        """Act as the user ``token`` (an access token) belongs to; caches it for that user
+        (``activate``: and makes them the active user). UnauthenticatedError, with the
+        master's reason, when the token is unknown, revoked or expired."""
+        response = self._send("GET", "/api/v1/me", token=token)
+        if response.status_code >= 400:
+            raise self._error(response, "GET", "/api/v1/me")
+        user = MeResponse.model_validate_json(response.content).user
+        self.user, self._password = user.username, None
+        self._token, self._from_cache = token, False
+        self.store.put(self.master, user.username, token, activate=activate)
+        return user
+
     def logout(self) -> None:
         """End the session on the master (if there is one) and forget its token."""
         token = self._token or self.store.token(self.master, self.user)
@@ -128,6 +143,9 @@ class Session:
             if cached is not None:
                 self._token, self._from_cache = cached, True
                 return cached
+            if self._env_token is not None:
+                self._token, self._from_cache = self._env_token, False
+                return self._env_token
         try:
             self.login(self.user, self._password or "", activate=False)
         except UnauthenticatedError as exc:
@@ -224,6 +242,10 @@ class Session:
         """GET ``path`` and validate the answer with ``model``."""
         response = self._authorized("GET", path, params=params)
         return model.model_validate_json(response.content)
+
+    def text(self, path: str, params: Params | None = None) -> str:
+        """GET ``path``; the answer as text (CSV exports)."""
+        return self._authorized("GET", path, params=params).text
 
     def post(self, path: str, body: Any = None) -> Any:
         """POST a JSON body (``{}`` when None); the decoded answer."""

@@ -34,6 +34,7 @@ from stalwart.master.api import (
     experiments,
     info,
     interactive,
+    jobs,
     logs,
     pool_bindings,
     model_registry,
@@ -44,6 +45,9 @@ from stalwart.master.api import (
     templates,
     trials,
     user_groups,
+    tokens,
+    trials,
+    usage,
     users,
     workspace_roles,
     workspaces,
@@ -199,7 +203,11 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         templates,
         experiment_continue,
         model_registry,
+        tokens,
+        jobs,
+        usage,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app

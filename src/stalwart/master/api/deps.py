@@ -4,7 +4,8 @@ Credentials, in the order they are looked at (wire doc 1.4):
 
 1. ``Grpc-Metadata-x-allocation-token: Bearer <token>``: a task; it acts as the owner of its
    allocation's task;
-2. ``Authorization: Bearer <token>``: a user session;
+2. ``Authorization: Bearer <token>``: a user session, or a user's access token
+   (:mod:`stalwart.master.services.access_tokens`: a revoked or expired one is 401 saying so);
 3. the ``auth`` cookie: a user session. A write (not GET, HEAD, OPTIONS) with only the cookie
    must also be JSON from the master's own pages (:func:`.browser.check_cookie_write`), so
    another site cannot make a signed-in browser act for it.
@@ -30,6 +31,7 @@ from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master import policy
 from stalwart.master.api.browser import check_cookie_write
 from stalwart.master.db.tables import Allocation, Task, User, UserSession, utcnow
+from stalwart.master.services import access_tokens
 from stalwart.master.services.auth import token_sha256
 from stalwart.master.state import MasterState, Notifier
 
@@ -139,11 +141,25 @@ def _live_session(session: Session, state: MasterState, token: str) -> UserSessi
     return found
 
 
+def _live_access_token(session: Session, state: MasterState, token: str) -> int | None:
+    """The user id of the live access token ``token``; None when it is no access token; 401
+    (saying which) when it is revoked or expired."""
+    found = access_tokens.check_token(session, token, state.clock.now()) if token else None
+    return found.user_id if found is not None else None
+
+
 def user_of_token(session: Session, state: MasterState, token: str) -> User | None:
-    """The active user a session token belongs to (None: no such live session, or the user
-    is inactive); for routes that authenticate outside :func:`get_caller` (the proxy)."""
+    """The active user a session token or access token belongs to (None: no such live token,
+    or the user is inactive); for routes that authenticate outside :func:`get_caller` (the
+    proxy)."""
     found = _live_session(session, state, token)
-    user = session.get(User, found.user_id) if found is not None else None
+    user_id = found.user_id if found is not None else None
+    if user_id is None:
+        try:
+            user_id = _live_access_token(session, state, token)
+        except UnauthenticatedError:
+            return None
+    user = session.get(User, user_id) if user_id is not None else None
     return user if user is not None and user.active else None
 
 
@@ -167,12 +183,13 @@ def get_caller(request: Request, session: SessionDep) -> Caller:
         )
     state: MasterState = request.app.state.master
     found = _live_session(session, state, token)
-    if found is None:
+    user_id = found.user_id if found is not None else _live_access_token(session, state, token)
+    if user_id is None:
         raise UnauthenticatedError(
             "invalid, expired or revoked session token: log in again "
             "(`stalwart user login` or `det user login`)"
         )
-    user = session.get(User, found.user_id)
+    user = session.get(User, user_id)
     if user is None:
         raise UnauthenticatedError("invalid session token: log in again")
     if not user.active:
@@ -184,7 +201,7 @@ def get_caller(request: Request, session: SessionDep) -> Caller:
         request.path_params,
         request.query_params.getlist("trialIds"),
     )
-    return Caller(user, session_id=found.id)
+    return Caller(user, session_id=found.id if found is not None else None)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

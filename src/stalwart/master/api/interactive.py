@@ -34,6 +34,7 @@ from stalwart.master.cluster.lifecycle import master_log
 from stalwart.master.db.tables import Allocation, Container, Project, Task, User, utcnow
 from stalwart.master.services import interactive as svc
 from stalwart.master.services.templates import template_config
+from stalwart.master.services import job_queue
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
@@ -223,11 +224,28 @@ def _routes(kind: TaskKind) -> None:
             {key: task_to_wire(session, task).model_dump(mode="json", by_alias=True)}
         )
 
-    def set_priority(task_id: str, caller: CallerDep, session: SessionDep) -> JSONResponse:
-        svc.get_task(session, caller.user, task_id, kind)
-        raise InvalidArgumentError(
-            f"the priority of a {key} cannot change once it is launched: kill it and start it "
-            "again with --config resources.priority=N"
+    def set_priority(
+        task_id: str,
+        body: dict[str, Any],
+        caller: CallerDep,
+        session: SessionDep,
+        state: StateDep,
+    ) -> JSONResponse:
+        """``det <kind> set priority``: as ``det job update --priority`` (the job queue's
+        rules, :mod:`stalwart.master.services.job_queue`)."""
+        task = svc.get_task(session, caller.user, task_id, kind)
+        priority = body.get("priority")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InvalidArgumentError("priority must be a whole number between 1 and 99")
+        job_queue.update_job(
+            session,
+            state.settings,
+            caller.user,
+            job_queue.JobUpdate(job_id=task.task_id, priority=priority),
+        )
+        state.hints.poke()
+        return JSONResponse(
+            {key: task_to_wire(session, task).model_dump(mode="json", by_alias=True)}
         )
 
     router.add_api_route(f"/{plural}", launch, methods=["POST"], name=f"launch_{key}")

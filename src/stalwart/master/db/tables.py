@@ -39,6 +39,7 @@ from sqlalchemy.types import TypeDecorator
 __all__ = [
     "LIVE_CONTAINER_STATES",
     "NEVER_REUSE_IDS",
+    "AccessToken",
     "Agent",
     "AgentCredential",
     "Allocation",
@@ -612,3 +613,21 @@ class ModelVersion(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     creation_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
     last_updated_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+class AccessToken(Base):
+    """A user's long-lived access token (``det token create``); only its SHA-256 is stored.
+
+    Unlike a login session it outlives logouts and password changes, and it is never deleted:
+    revoking sets ``revoked_at`` (so ``det token list --show-inactive`` still shows it). It works
+    while ``revoked_at`` is null, ``expires_at`` is in the future and its user is active
+    (:mod:`stalwart.master.services.access_tokens`).
+    """
+
+    __tablename__ = "access_tokens"
+    __table_args__ = NEVER_REUSE_IDS
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column()

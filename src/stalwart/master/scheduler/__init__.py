@@ -29,6 +29,7 @@ from stalwart.master.scheduler.snapshot import (
     Snapshot,
     placement_slots,
     queue_key,
+    queue_order,
 )
 
 __all__ = [
@@ -49,5 +50,6 @@ __all__ = [
     "Snapshot",
     "placement_slots",
     "queue_key",
+    "queue_order",
     "schedule",
 ]

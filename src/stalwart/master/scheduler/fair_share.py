@@ -39,7 +39,13 @@ from fractions import Fraction
 
 from stalwart.master.scheduler.fitting import Avail, fit, reserve
 from stalwart.master.scheduler.pool import PoolRound
-from stalwart.master.scheduler.snapshot import Decision, Request, placement_slots, queue_key
+from stalwart.master.scheduler.snapshot import (
+    Decision,
+    Request,
+    placement_slots,
+    queue_key,
+    queue_order,
+)
 
 __all__ = ["schedule_fair_share"]
 
@@ -95,13 +101,10 @@ def _share(round_: PoolRound, device_type: str) -> None:
         group.arrival = min(group.arrival, (request.submitted_order, request.group_id))
         return group
 
-    mine = sorted(
-        (
-            r
-            for r in (*round_.running, *round_.pending)
-            if r.slots_needed > 0 and r.device_type == device_type
-        ),
-        key=queue_key,
+    mine = queue_order(
+        r
+        for r in (*round_.running, *round_.pending)
+        if r.slots_needed > 0 and r.device_type == device_type
     )
     full = model.full()
     for request in mine:

@@ -23,7 +23,7 @@ from stalwart.master.scheduler.snapshot import (
     PoolSettings,
     Request,
     Snapshot,
-    queue_key,
+    queue_order,
 )
 
 __all__ = ["PoolRound", "ranks_ahead"]
@@ -44,7 +44,7 @@ class PoolRound:
         self.settings: PoolSettings = snapshot.settings_for(pool)
         agents = [a for a in snapshot.agents if a.pool == pool]
         self.model = PoolModel(agents, self.settings.max_aux_containers_per_agent)
-        requests = sorted((r for r in snapshot.requests if r.pool == pool), key=queue_key)
+        requests = queue_order(r for r in snapshot.requests if r.pool == pool)
         self.running = [r for r in requests if r.running]
         self.pending = [r for r in requests if not r.running]
         self.book = GroupBook({g.group_id: g for g in snapshot.groups}, self.running)

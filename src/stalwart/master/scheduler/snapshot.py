@@ -18,7 +18,7 @@ Vocabulary (Determined's):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,6 +40,7 @@ __all__ = [
     "Snapshot",
     "placement_slots",
     "queue_key",
+    "queue_order",
 ]
 
 DeviceType = Literal["cpu", "cuda", "rocm"]
@@ -158,6 +159,13 @@ class Request:
 def queue_key(request: Request) -> tuple[int, int, str]:
     """``(priority, submitted_order, allocation_id)``: the order requests are considered in."""
     return (request.priority, request.submitted_order, request.allocation_id)
+
+
+def queue_order(requests: Iterable[Request]) -> list[Request]:
+    """``requests`` in the order the schedulers consider them (:func:`queue_key`). The one
+    definition of the queue: the policies take pending work in this order, and the job queue
+    (``det job list``, :mod:`stalwart.master.services.job_queue`) shows jobs in it."""
+    return sorted(requests, key=queue_key)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,11 @@ def logout(session: Session, session_id: int | None) -> None:
 
 
 def revoke_sessions(session: Session, user_id: int) -> int:
-    """End every session of user ``user_id`` (all their tokens answer 401); how many ended."""
+    """End every session of user ``user_id`` and revoke their active access tokens (all their
+    tokens answer 401); how many ended."""
+    from stalwart.master.services.access_tokens import revoke_user_tokens
+
     result = session.execute(delete(UserSession).where(UserSession.user_id == user_id))
+    revoked = revoke_user_tokens(session, user_id, utcnow())
     session.commit()
-    return int(getattr(result, "rowcount", 0) or 0)
+    return int(getattr(result, "rowcount", 0) or 0) + revoked
