@@ -26,8 +26,7 @@ import httpx
 import yaml
 
 from stalwart._retry import RetryPolicy
-from stalwart.client import template
-from stalwart.client import jobs, tokens, usage
+from stalwart.client import jobs, template, tokens, usage
 from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files

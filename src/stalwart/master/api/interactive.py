@@ -33,8 +33,8 @@ from stalwart.master.api.models.interactive import (
 from stalwart.master.cluster.lifecycle import master_log
 from stalwart.master.db.tables import Allocation, Container, Project, Task, User, utcnow
 from stalwart.master.services import interactive as svc
-from stalwart.master.services.templates import template_config
 from stalwart.master.services import job_queue
+from stalwart.master.services.templates import template_config
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]

@@ -50,9 +50,9 @@ __all__ = [
     "LoginFailure",
     "MasterMeta",
     "MetricReport",
-    "PoolBinding",
     "Model",
     "ModelVersion",
+    "PoolBinding",
     "Project",
     "Slot",
     "StorageBackend",
@@ -556,6 +556,8 @@ class PoolBinding(Base):
         autoincrement=False,
         index=True,
     )
+
+
 class Template(Base):
     """A config template (``det template``): a named, partial config merged under the configs of
     experiments and interactive tasks that name it. Names are unique across the cluster, as in
@@ -571,6 +573,8 @@ class Template(Base):
     )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class Model(Base):
     """A model of the model registry: a named series of versions, each a registered checkpoint
     (:mod:`stalwart.master.services.models`). It belongs to a workspace, whose roles decide who
@@ -613,6 +617,8 @@ class ModelVersion(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     creation_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
     last_updated_time: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class AccessToken(Base):
     """A user's long-lived access token (``det token create``); only its SHA-256 is stored.
 

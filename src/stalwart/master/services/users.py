@@ -364,7 +364,9 @@ def create_user(
     if not caller.admin:
         raise ForbiddenError("only an admin can create users")
     username = _free_username(session, new.username, admin=new.admin, user_id=None, current=None)
-    display_name = _clean_display_name(session, new.display_name, None) if new.display_name else None
+    display_name = (
+        _clean_display_name(session, new.display_name, None) if new.display_name else None
+    )
     if new.remote and new.password:
         raise InvalidArgumentError(
             "a remote user cannot have a password (it signs in through the identity provider)"

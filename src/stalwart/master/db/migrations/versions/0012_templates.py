@@ -1,7 +1,7 @@
 """Config templates: named partial configs that belong to a workspace
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 Create Date: 2026-12-04 10:00:00
 
 ``det template set/list/describe/remove`` store templates here; ``--template NAME`` on
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0009"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """The model registry: models and their versions (registered checkpoints)
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0012
 Create Date: 2026-12-04 10:00:00
 
 A model is a named series of versions in a workspace; each version names one checkpoint, which
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0009"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
