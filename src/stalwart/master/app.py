@@ -35,6 +35,7 @@ from stalwart.master.api import (
     interactive,
     logs,
     prepull,
+    projects,
     proxy,
     tasks,
     trials,
@@ -186,6 +187,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         batch,
         workspace_roles,
         workspaces,
+        projects,
         prepull,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

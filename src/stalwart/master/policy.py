@@ -37,7 +37,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.errors import ForbiddenError, InvalidArgumentError
+from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
@@ -63,10 +63,13 @@ __all__ = [
     "parse_role",
     "require_change_checkpoints",
     "require_change_experiment",
+    "require_change_project",
     "require_change_tasks",
+    "require_change_workspace",
     "require_create_in_project",
     "require_manage_workspace",
     "require_view_experiment",
+    "require_view_workspace",
     "workspace_role",
 ]
 
@@ -246,6 +249,38 @@ def require_manage_workspace(session: Session, user: User, workspace_id: int) ->
             f"only an admin of workspace '{_workspace_name(session, workspace_id)}' (or a "
             "cluster admin) can change its role assignments"
         )
+
+
+def require_view_workspace(session: Session, user: User, workspace_id: int) -> Workspace:
+    """The workspace, or NotFoundError when it does not exist or ``user`` has no role there
+    (a workspace one may not see is not revealed)."""
+    workspace = session.get(Workspace, workspace_id)
+    if workspace is None or _role_of(session, user, workspace_id) < Role.VIEWER:
+        raise NotFoundError(f"workspace {workspace_id} not found")
+    return workspace
+
+
+def require_change_workspace(session: Session, user: User, workspace: Workspace, what: str) -> None:
+    """ForbiddenError unless ``user`` may change ``workspace`` itself (rename, archive, delete,
+    its settings): a workspace admin or a cluster admin. ``what`` names the change."""
+    if _role_of(session, user, workspace.id) < Role.ADMIN:
+        raise ForbiddenError(
+            f"user {user.username} cannot {what} workspace '{workspace.name}': only an admin of "
+            "the workspace (or a cluster admin) can"
+        )
+
+
+def require_change_project(session: Session, user: User, project: Project, what: str) -> None:
+    """ForbiddenError unless ``user`` may change ``project`` (rename, describe, key, archive,
+    delete): an editor of its workspace, or a member who created the project."""
+    role = _role_of(session, user, project.workspace_id)
+    if role >= Role.EDITOR or (role >= Role.MEMBER and project.user_id == user.id):
+        return
+    raise ForbiddenError(
+        f"user {user.username} cannot {what} project '{project.name}': their role in workspace "
+        f"'{_workspace_name(session, project.workspace_id)}' is {role.label} (an editor of the "
+        "workspace, the project's creator, or an admin can)"
+    )
 
 
 def hidden_project_ids(session: Session, user: User) -> list[int]:

@@ -58,6 +58,7 @@ __all__ = [
     "User",
     "UserSession",
     "Workspace",
+    "WorkspacePin",
     "WorkspaceRole",
     "utcnow",
 ]
@@ -168,6 +169,19 @@ class Workspace(Base):
     default_role: Mapped[str | None] = mapped_column(String(16))
     """The role of users without an assignment here (:mod:`stalwart.master.policy`); None is
     ``member``."""
+    agent_uid: Mapped[int | None] = mapped_column(Integer)
+    """The OS identity tasks of this workspace run as on agents (uid, gid, user, group); when
+    any is set it wins over the owner's link (``det user link-with-agent-user``)."""
+    agent_gid: Mapped[int | None] = mapped_column(Integer)
+    agent_user: Mapped[str | None] = mapped_column(String(255))
+    agent_group: Mapped[str | None] = mapped_column(String(255))
+    checkpoint_storage: Mapped[dict[str, Any] | None] = mapped_column()
+    """Checkpoint storage of the workspace's experiments: merged under each experiment's own
+    ``checkpoint_storage`` and over the master's default (None: the master's)."""
+    default_compute_pool: Mapped[str | None] = mapped_column(String(255))
+    """The pool of the workspace's experiments and tasks with slots that name none."""
+    default_aux_pool: Mapped[str | None] = mapped_column(String(255))
+    """The pool of the workspace's zero-slot tasks that name none."""
 
 
 class WorkspaceRole(Base):
@@ -195,6 +209,12 @@ class Project(Base):
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    key: Mapped[str | None] = mapped_column(String(5), unique=True)
+    """Its short unique key (1-5 upper-case letters and digits; made from the name when not
+    given)."""
+    notes: Mapped[list[Any]] = mapped_column(default=list)
+    """Its notes: ``[{"name": ..., "contents": ...}]`` in order."""
+    created_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class Experiment(Base):
@@ -492,3 +512,16 @@ class Slot(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     allocation_id: Mapped[str | None] = mapped_column(String(160))
+
+
+class WorkspacePin(Base):
+    """A user's pin of a workspace (``det``'s ``pinned`` is the caller's)."""
+
+    __tablename__ = "workspace_pins"
+    __table_args__ = (UniqueConstraint("workspace_id", "user_id"), NEVER_REUSE_IDS)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    pinned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -49,6 +49,7 @@ from stalwart.master.services.model_def import build_archive
 from stalwart.master.services.petnames import petname
 from stalwart.master.services.shell_keys import generate_key_pair
 from stalwart.master.services.tasks import start_allocation
+from stalwart.master.services.workspaces import default_pool_for
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
@@ -242,6 +243,10 @@ def launch_task(
     notices for its submitter; nothing is written when any check fails."""
     workspace = _workspace(session, user, launch.workspace_id)
     config, notices = _config(settings, launch)
+    fallback = default_pool_for(workspace, CommandConfig.model_validate(config).slots)
+    resources = config.setdefault("resources", {})
+    if not resources.get("resource_pool") and fallback:
+        resources["resource_pool"] = fallback  # the workspace's default pool
     extra = dict(launch.extra)
     if launch.kind == "TENSORBOARD":
         extra |= _tensorboard_extra(session, user, launch)
