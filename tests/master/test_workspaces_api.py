@@ -165,7 +165,8 @@ def test_a_user_without_a_role_sees_neither_the_workspace_nor_its_projects(
 def test_projects_keys_notes_archive_and_delete(client: TestClient, admin: dict[str, str]) -> None:
     ws = _workspace(client, admin, "team")["id"]
     made = _project(client, admin, ws, "Vision models", description="d")
-    assert made["key"].startswith("VIS") and len(made["key"]) == 5
+    assert made["key"].startswith("VIS")
+    assert len(made["key"]) == 5
     keyed = _project(client, admin, ws, "nlp", key="nlp1")
     assert keyed["key"] == "NLP1"
     taken = client.post(
@@ -210,11 +211,13 @@ def test_projects_keys_notes_archive_and_delete(client: TestClient, admin: dict[
         },
         headers=admin,
     )
-    assert stuck.status_code == 400 and "archived" in stuck.json()["message"]
+    assert stuck.status_code == 400
+    assert "archived" in stuck.json()["message"]
     assert client.post(f"/api/v1/projects/{pid}/unarchive", headers=admin).status_code == 200
     _experiment(client, admin, pid)
     refused = client.delete(f"/api/v1/projects/{pid}", headers=admin)
-    assert refused.status_code == 400 and "holds 1 experiment" in refused.json()["message"]
+    assert refused.status_code == 400
+    assert "holds 1 experiment" in refused.json()["message"]
     assert client.delete(f"/api/v1/projects/{keyed['id']}", headers=admin).json() == {
         "completed": True
     }
