@@ -31,6 +31,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -212,8 +213,8 @@ class Project(Base):
     key: Mapped[str | None] = mapped_column(String(5), unique=True)
     """Its short unique key (1-5 upper-case letters and digits; made from the name when not
     given)."""
-    notes: Mapped[list[Any]] = mapped_column(default=list)
-    """Its notes: ``[{"name": ..., "contents": ...}]`` in order."""
+    notes: Mapped[list[Any]] = mapped_column(server_default=text("'[]'"))
+    """Its notes: ``[{"name": ..., "contents": ...}]`` in order (the database fills ``[]``)."""
     created_at: Mapped[dt.datetime | None] = mapped_column()
 
 
