@@ -20,6 +20,7 @@ from stalwart.client.errors import (
 from stalwart.client.experiment import EXPERIMENT_TERMINAL_STATES, Experiment
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind
 from stalwart.client.trial import TRIAL_TERMINAL_STATES, Trial
+from stalwart.client.workspace import Project, Workspace
 
 __all__ = [
     "EXPERIMENT_TERMINAL_STATES",
@@ -34,12 +35,14 @@ __all__ = [
     "InteractiveTask",
     "MasterError",
     "MasterUnreachableError",
+    "Project",
     "TaskConfig",
     "TaskEndedError",
     "TaskKind",
     "TokenStore",
     "Trial",
     "WaitTimeoutError",
+    "Workspace",
     "canonical_url",
     "pack_context",
 ]

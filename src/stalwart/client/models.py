@@ -52,6 +52,11 @@ from stalwart.master.api.models.logs import (
     TaskLogsResponse,
     TrialLogsResponse,
 )
+from stalwart.master.api.models.projects import (
+    GetProjectResponse,
+    GetWorkspaceProjectsResponse,
+    V1Project,
+)
 from stalwart.master.api.models.trials import (
     GetExperimentTrialsResponse,
     GetTrialResponse,
@@ -69,6 +74,11 @@ from stalwart.master.api.models.users import (
     UserResponse,
     V1User,
 )
+from stalwart.master.api.models.workspaces import (
+    GetWorkspaceResponse,
+    GetWorkspacesResponse,
+    V1Workspace,
+)
 
 __all__ = [
     "AgentTokenInfo",
@@ -81,11 +91,15 @@ __all__ = [
     "GetExperimentTrialsResponse",
     "GetExperimentsResponse",
     "GetMasterResponse",
+    "GetProjectResponse",
     "GetTaskResponse",
     "GetTasksResponse",
     "GetTrialResponse",
     "GetTrialWorkloadsResponse",
     "GetUsersResponse",
+    "GetWorkspaceProjectsResponse",
+    "GetWorkspaceResponse",
+    "GetWorkspacesResponse",
     "LoginResponse",
     "MasterConfigResponse",
     "MasterLogEntry",
@@ -111,9 +125,11 @@ __all__ = [
     "V1Experiment",
     "V1InteractiveTask",
     "V1Metrics",
+    "V1Project",
     "V1Slot",
     "V1Task",
     "V1Trial",
     "V1User",
+    "V1Workspace",
     "WorkloadContainer",
 ]

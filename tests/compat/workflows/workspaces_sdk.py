@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from determined.common.api import bindings
-from determined.experimental import client
+from determined.common.api import bindings  # type: ignore[import-not-found]
+from determined.experimental import client  # type: ignore[import-not-found]
 
 
 def main() -> None:
