@@ -397,10 +397,8 @@ def authorize_user_request(
         and action is Action.VIEW
         and _role_of(session, user, target.workspace_id) < Role.VIEWER
     ):
-        raise ForbiddenError(
-            f"user {user.username} has no role in workspace {target.workspace_id} (ask an admin "
-            "of the workspace for one)"
-        )
+        # not revealed: answered as an unknown workspace is
+        raise NotFoundError(f"workspace {target.workspace_id} not found")
 
 
 def _no_entry(allocation: Allocation, what: str) -> ForbiddenError:
