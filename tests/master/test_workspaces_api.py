@@ -280,6 +280,8 @@ def test_moving_experiments_needs_roles_on_both_sides(
     listed = client.get(f"/api/v1/experiments?projectId={dest}", headers=admin).json()
     assert sorted(e["id"] for e in listed["experiments"]) == sorted([mine["id"], theirs["id"]])
     assert {e["workspaceId"] for e in listed["experiments"]} == {ws}
+    in_ws = client.get(f"/api/v1/experiments?workspaceId={ws}", headers=admin).json()
+    assert [e["id"] for e in in_ws["experiments"]] == [e["id"] for e in listed["experiments"]]
 
 
 def test_workspace_storage_and_pools_reach_its_experiments(
