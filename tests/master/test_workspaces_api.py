@@ -337,3 +337,29 @@ def test_a_workspace_agent_user_wins_over_the_owners_link(client: TestClient, li
         assert run_as is not None
         assert (run_as.uid, run_as.user) == ((9, "w") if linked else (7, "o"))
         session.rollback()
+
+
+def test_a_project_moves_to_another_workspace_with_its_experiments(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    alice = _user(client, admin, "alice")
+    source = _workspace(client, alice, "source")["id"]
+    target = _workspace(client, admin, "target")["id"]
+    project = _project(client, alice, source, "travels")["id"]
+    exp = _experiment(client, alice, project)
+    client.put(f"/api/v1/workspaces/{target}/roles/default", json={"role": "viewer"}, headers=admin)
+    body = {"destinationWorkspaceId": target, "projectId": project}
+    refused = client.post(f"/api/v1/projects/{project}/move", json=body, headers=alice)
+    assert refused.status_code == 403
+    moved = client.post(f"/api/v1/projects/{project}/move", json=body, headers=admin)
+    assert moved.status_code == 200, moved.text
+    assert (
+        client.get(f"/api/v1/projects/{project}", headers=admin).json()["project"]["workspaceId"]
+        == target
+    )
+    assert (
+        client.get(f"/api/v1/experiments/{exp['id']}", headers=admin).json()["experiment"][
+            "workspaceId"
+        ]
+        == target
+    )
