@@ -311,6 +311,12 @@ def test_workspace_storage_and_pools_reach_its_experiments(
         f"/api/v1/experiments/{_experiment(client, admin, 1)['id']}", headers=admin
     ).json()["experiment"]
     assert elsewhere["resourcePool"] == "default"
+    secret = {"type": "s3", "bucket": "b", "access_key": "AK", "secret_key": "hush"}
+    shown = client.patch(
+        f"/api/v1/workspaces/{ws}", json={"checkpointStorageConfig": secret}, headers=admin
+    ).json()["workspace"]["checkpointStorageConfig"]
+    assert shown["bucket"] == "b"
+    assert "hush" not in str(shown)
     bad = client.patch(
         f"/api/v1/workspaces/{ws}",
         json={"checkpointStorageConfig": {"type": "floppy"}},

@@ -3,7 +3,8 @@ delete; the rules are :mod:`stalwart.master.services.workspaces`'.
 
 The official client resolves workspace names through the list (``det workspace describe``,
 ``-w NAME``). A caller sees the workspaces where their role is viewer or more
-(:mod:`stalwart.master.policy`); ``pinned`` is the caller's own pin.
+(:mod:`stalwart.master.policy`); ``pinned`` is the caller's own pin. Secrets in a workspace's
+checkpoint storage (access keys) are masked in every answer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from stalwart.master.api.models.workspaces import (
     PostWorkspaceResponse,
     V1Workspace,
 )
+from stalwart.master.redact import redact_config
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import workspaces as svc
 from stalwart.master.services.users import AgentLink
@@ -60,7 +62,9 @@ def workspace_to_wire(view: svc.WorkspaceView) -> V1Workspace:
         state="WORKSPACE_STATE_UNSPECIFIED",
         error_message="",
         agent_user_group=agent,
-        checkpoint_storage_config=w.checkpoint_storage,
+        checkpoint_storage_config=(
+            redact_config(w.checkpoint_storage) if w.checkpoint_storage else None
+        ),
         default_compute_pool=w.default_compute_pool,
         default_aux_pool=w.default_aux_pool,
     )
