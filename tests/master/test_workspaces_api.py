@@ -4,6 +4,7 @@ experiments between projects."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +12,9 @@ from fastapi.testclient import TestClient
 
 from stalwart.master.db.tables import Project, Workspace
 from stalwart.master.services.task_spec import run_as_of
+from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
-from tests.master.conftest import login
+from tests.master.conftest import login, make_settings
 from tests.master.test_experiment_create import file_entry
 
 CONFIG = """\
@@ -24,6 +26,13 @@ searcher:
 resources:
   slots_per_trial: {slots}
 """
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> MasterSettings:
+    """Both databases: names compare without case and keys are unique on each."""
+    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    return make_settings(tmp_path / "home", db=db)
 
 
 def _state(client: TestClient) -> MasterState:
