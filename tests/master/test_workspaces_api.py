@@ -378,3 +378,27 @@ def test_a_project_moves_to_another_workspace_with_its_experiments(
         ]
         == target
     )
+
+
+def test_tasks_of_a_workspace_use_its_pools_and_an_archived_one_takes_none(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    ws = _workspace(client, admin, "tasks", defaultComputePool="gpus", defaultAuxPool="cpus")["id"]
+
+    def launch(slots: int) -> Any:
+        config = {"entrypoint": ["sleep", "60"], "resources": {"slots": slots}}
+        return client.post(
+            "/api/v1/commands", json={"config": config, "workspaceId": ws}, headers=admin
+        )
+
+    zero = launch(0)
+    assert zero.status_code == 200, zero.text
+    assert zero.json()["command"]["resourcePool"] == "cpus"
+    assert launch(1).json()["command"]["resourcePool"] == "gpus"
+    refused = client.delete(f"/api/v1/workspaces/{ws}", headers=admin)
+    assert refused.status_code == 400
+    assert "running task" in refused.json()["message"]
+    client.post(f"/api/v1/workspaces/{ws}/archive", headers=admin)
+    archived = launch(0)
+    assert archived.status_code == 400
+    assert "archived" in archived.json()["message"]

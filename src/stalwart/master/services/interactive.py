@@ -38,7 +38,13 @@ from sqlalchemy.orm import Session
 from stalwart.config import DefaultsLayers
 from stalwart.config.command import CommandConfig, TaskKind, load_command_config
 from stalwart.config.resources import ResourcesConfig
-from stalwart.errors import ConfigError, ForbiddenError, InvalidArgumentError, NotFoundError
+from stalwart.errors import (
+    ConfigError,
+    FailedPreconditionError,
+    ForbiddenError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from stalwart.master import policy
 from stalwart.master.db.tables import Allocation, Experiment, Task, Trial, User, Workspace, utcnow
 from stalwart.master.services.agents import release_slots
@@ -122,6 +128,11 @@ def _workspace(session: Session, user: User, workspace_id: int | None) -> Worksp
             f"user {user.username} cannot start tasks in workspace '{workspace.name}': their "
             f"role there is {role.label} (a member, editor or admin role is needed; ask an "
             "admin of the workspace)"
+        )
+    if workspace.archived:
+        raise FailedPreconditionError(
+            f"workspace '{workspace.name}' is archived and takes no new tasks (unarchive it "
+            "first)"
         )
     return workspace
 
