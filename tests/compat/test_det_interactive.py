@@ -196,8 +196,8 @@ def test_an_outsider_gets_403_from_the_proxy(
 
 
 def _private_workspace(master: MasterProcess, name: str) -> None:
-    """A workspace where users without a role have none (written into the master's database:
-    the API cannot create workspaces yet)."""
+    """A workspace where users without a role have none (written into the master's database
+    directly, as a workspace whose creator holds no role there)."""
     with sqlite3.connect(master.home / "master.db") as db:
         db.execute(
             "INSERT INTO workspaces (name, archived, immutable, default_role) "

@@ -116,6 +116,9 @@ def create(
         list[Path] | None,
         typer.Option("--include", "-i", help="Also upload this file or directory."),
     ] = None,
+    project_id: Annotated[
+        int | None, typer.Option("--project-id", "--project_id", help="Create it in this project.")
+    ] = None,
 ) -> None:
     """Create an experiment and start it (unless --paused)."""
     api = client()
@@ -133,6 +136,7 @@ def create(
             includes=includes or (),
             template=template,
             progress=progress,
+            project_id=project_id,
         )
     out().print(f"Created experiment {exp.id}", markup=False)
     for notice in exp.notices:
@@ -313,6 +317,17 @@ def delete(
         )
     exp.delete()
     out().print(f"Deleted experiment {experiment_id}.", markup=False)
+
+
+@app.command("move")
+def move(
+    experiment_id: Annotated[int, _ID],
+    workspace: Annotated[str, typer.Argument(help="The destination workspace.")],
+    project: Annotated[str, typer.Argument(help="The destination project.")],
+) -> None:
+    """Move an experiment to another project."""
+    client().get_experiment(experiment_id).move_to_project(workspace, project)
+    out().print(f'Moved experiment {experiment_id} to project "{project}".', markup=False)
 
 
 @app.command("logs")

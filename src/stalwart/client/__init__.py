@@ -21,6 +21,7 @@ from stalwart.client.experiment import EXPERIMENT_TERMINAL_STATES, Experiment
 from stalwart.client.registry import Model, ModelVersion
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind
 from stalwart.client.trial import TRIAL_TERMINAL_STATES, Trial
+from stalwart.client.workspace import Project, Workspace
 
 __all__ = [
     "EXPERIMENT_TERMINAL_STATES",
@@ -37,12 +38,14 @@ __all__ = [
     "MasterUnreachableError",
     "Model",
     "ModelVersion",
+    "Project",
     "TaskConfig",
     "TaskEndedError",
     "TaskKind",
     "TokenStore",
     "Trial",
     "WaitTimeoutError",
+    "Workspace",
     "canonical_url",
     "pack_context",
 ]

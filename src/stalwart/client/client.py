@@ -41,10 +41,13 @@ from stalwart.client.models import (
     GetExperimentResponse,
     GetExperimentsResponse,
     GetMasterResponse,
+    GetProjectResponse,
     GetTaskResponse,
     GetTasksResponse,
     GetTrialResponse,
     GetUsersResponse,
+    GetWorkspaceResponse,
+    GetWorkspacesResponse,
     MasterConfigResponse,
     MasterLogEntry,
     MasterLogsResponse,
@@ -62,6 +65,7 @@ from stalwart.client.session import SDK_RETRY, Progress, Session
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind, task_logs
 from stalwart.client.template import TemplateConfig
 from stalwart.client.trial import Trial
+from stalwart.client.workspace import Project, Workspace, find_workspace
 from stalwart.errors import ConfigError, InvalidArgumentError
 from stalwart.master.api.models.model_registry import GetModelResponse, GetModelsResponse
 
@@ -77,6 +81,11 @@ TaskConfig = str | Path | Mapping[str, Any]
 _TASK_TYPES: dict[str, TaskKind] = {f"TASK_TYPE_{kind.upper()}": kind for kind in TASK_KINDS}
 
 _INVALID_CONFIG = "invalid experiment configuration: "
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def _config_text(config: ExperimentConfig) -> tuple[str, str]:
@@ -353,8 +362,10 @@ class Client:
         includes: Iterable[Path] = (),
         template: str | None = None,
         progress: Progress | None = None,
+        project_id: int | None = None,
     ) -> Experiment:
-        """Create an experiment from a config and a model definition directory.
+        """Create an experiment from a config and a model definition directory (in project
+        ``project_id``; default: 1, "Uncategorized").
 
         ``context_dir`` is packed as Determined's client does (``.detignore`` and
         ``.stalwartignore`` honoured; :mod:`stalwart.client.context`), plus each of
@@ -369,7 +380,7 @@ class Client:
             "config": text,
             "modelDefinition": files,
             "parentId": None,
-            "projectId": None,
+            "projectId": project_id,
             "template": template,
             "validateOnly": False,
         }
@@ -426,6 +437,29 @@ class Client:
             params["offset"], params["limit"] = -limit, limit
         found = self._session.get("/api/v1/experiments", GetExperimentsResponse, params)
         return [Experiment(self._session, e) for e in found.experiments]
+
+    # -- workspaces and projects --------------------------------------------------------------
+
+    def create_workspace(self, name: str, **settings: Any) -> Workspace:
+        """A new workspace (its creator becomes its admin); ``settings`` as
+        :meth:`Workspace.edit`."""
+        body = {"name": name} | {_camel(k): v for k, v in settings.items()}
+        answer = self._session.post("/api/v1/workspaces", body)
+        return Workspace(self._session, GetWorkspaceResponse.model_validate(answer).workspace)
+
+    def get_workspace(self, name: str) -> Workspace:
+        """The workspace called ``name`` (any case; NotFoundError when there is none)."""
+        return Workspace(self._session, find_workspace(self._session, name))
+
+    def list_workspaces(self) -> list[Workspace]:
+        """Every workspace this user may see, by id."""
+        found = self._session.get("/api/v1/workspaces", GetWorkspacesResponse).workspaces
+        return [Workspace(self._session, w) for w in found]
+
+    def get_project(self, project_id: int) -> Project:
+        """One project by id (NotFoundError when there is none or it is not visible)."""
+        path = f"/api/v1/projects/{project_id}"
+        return Project(self._session, self._session.get(path, GetProjectResponse).project)
 
     def get_trial(self, trial_id: int) -> Trial:
         """One trial (NotFoundError when there is none)."""

@@ -22,6 +22,7 @@ from stalwart.client.models import (
 )
 from stalwart.client.session import Session
 from stalwart.client.trial import Trial
+from stalwart.client.workspace import Workspace, find_workspace
 
 __all__ = ["EXPERIMENT_TERMINAL_STATES", "Experiment", "continue_override_text"]
 
@@ -145,6 +146,15 @@ class Experiment:
     def unarchive(self) -> None:
         """Show an archived experiment again."""
         self._act("unarchive")
+
+    def move_to_project(self, workspace: str, project: str) -> None:
+        """Move it to project ``project`` of workspace ``workspace`` (names); it must be yours
+        (or you an editor) and you a member there. Reloads it."""
+        target = Workspace(self._session, find_workspace(self._session, workspace))
+        destination = target.get_project(project)
+        body = {"destinationProjectId": destination.id, "experimentId": self.id}
+        self._session.post(f"/api/v1/experiments/{self.id}/move", body)
+        self.reload()
 
     def delete(self) -> None:
         """Delete a terminal experiment and its records (checkpoint files stay in storage)."""

@@ -57,6 +57,10 @@ from stalwart.master.api.models.templates import (
     GetTemplatesResponse,
     TemplateResponse,
     V1Template,
+from stalwart.master.api.models.projects import (
+    GetProjectResponse,
+    GetWorkspaceProjectsResponse,
+    V1Project,
 )
 from stalwart.master.api.models.trials import (
     GetExperimentTrialsResponse,
@@ -75,6 +79,11 @@ from stalwart.master.api.models.users import (
     UserResponse,
     V1User,
 )
+from stalwart.master.api.models.workspaces import (
+    GetWorkspaceResponse,
+    GetWorkspacesResponse,
+    V1Workspace,
+)
 
 __all__ = [
     "AgentTokenInfo",
@@ -88,12 +97,16 @@ __all__ = [
     "GetExperimentTrialsResponse",
     "GetExperimentsResponse",
     "GetMasterResponse",
+    "GetProjectResponse",
     "GetTaskResponse",
     "GetTasksResponse",
     "GetTemplatesResponse",
     "GetTrialResponse",
     "GetTrialWorkloadsResponse",
     "GetUsersResponse",
+    "GetWorkspaceProjectsResponse",
+    "GetWorkspaceResponse",
+    "GetWorkspacesResponse",
     "LoginResponse",
     "MasterConfigResponse",
     "MasterLogEntry",
@@ -120,10 +133,12 @@ __all__ = [
     "V1Experiment",
     "V1InteractiveTask",
     "V1Metrics",
+    "V1Project",
     "V1Slot",
     "V1Task",
     "V1Template",
     "V1Trial",
     "V1User",
+    "V1Workspace",
     "WorkloadContainer",
 ]

@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.errors import ForbiddenError, InvalidArgumentError
+from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
@@ -72,13 +72,16 @@ __all__ = [
     "require_change_checkpoints",
     "require_change_experiment",
     "require_change_model",
+    "require_change_project",
     "require_change_tasks",
+    "require_change_workspace",
     "require_create_in_project",
     "require_create_model",
     "require_delete_model_version",
     "require_manage_workspace",
     "require_view_experiment",
     "sees_model",
+    "require_view_workspace",
     "workspace_role",
 ]
 
@@ -267,6 +270,38 @@ def require_manage_workspace(session: Session, user: User, workspace_id: int) ->
         )
 
 
+def require_view_workspace(session: Session, user: User, workspace_id: int) -> Workspace:
+    """The workspace, or NotFoundError when it does not exist or ``user`` has no role there
+    (a workspace one may not see is not revealed)."""
+    workspace = session.get(Workspace, workspace_id)
+    if workspace is None or _role_of(session, user, workspace_id) < Role.VIEWER:
+        raise NotFoundError(f"workspace {workspace_id} not found")
+    return workspace
+
+
+def require_change_workspace(session: Session, user: User, workspace: Workspace, what: str) -> None:
+    """ForbiddenError unless ``user`` may change ``workspace`` itself (rename, archive, delete,
+    its settings): a workspace admin or a cluster admin. ``what`` names the change."""
+    if _role_of(session, user, workspace.id) < Role.ADMIN:
+        raise ForbiddenError(
+            f"user {user.username} cannot {what} workspace '{workspace.name}': only an admin of "
+            "the workspace (or a cluster admin) can"
+        )
+
+
+def require_change_project(session: Session, user: User, project: Project, what: str) -> None:
+    """ForbiddenError unless ``user`` may change ``project`` (rename, describe, key, archive,
+    delete): an editor of its workspace, or a member who created the project."""
+    role = _role_of(session, user, project.workspace_id)
+    if role >= Role.EDITOR or (role >= Role.MEMBER and project.user_id == user.id):
+        return
+    raise ForbiddenError(
+        f"user {user.username} cannot {what} project '{project.name}': their role in workspace "
+        f"'{_workspace_name(session, project.workspace_id)}' is {role.label} (an editor of the "
+        "workspace, the project's creator, or an admin can)"
+    )
+
+
 def hidden_project_ids(session: Session, user: User) -> list[int]:
     """Projects of the workspaces where ``user`` has role ``none`` (their experiments are left
     out of lists); usually empty, so lists cost nothing extra."""
@@ -388,10 +423,8 @@ def authorize_user_request(
         and action is Action.VIEW
         and _role_of(session, user, target.workspace_id) < Role.VIEWER
     ):
-        raise ForbiddenError(
-            f"user {user.username} has no role in workspace {target.workspace_id} (ask an admin "
-            "of the workspace for one)"
-        )
+        # not revealed: answered as an unknown workspace is
+        raise NotFoundError(f"workspace {target.workspace_id} not found")
 
 
 def _no_entry(allocation: Allocation, what: str) -> ForbiddenError:

@@ -31,6 +31,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -66,6 +67,7 @@ __all__ = [
     "UserSession",
     "Workspace",
     "WorkspaceGroupRole",
+    "WorkspacePin",
     "WorkspaceRole",
     "utcnow",
 ]
@@ -176,6 +178,19 @@ class Workspace(Base):
     default_role: Mapped[str | None] = mapped_column(String(16))
     """The role of users without an assignment here (:mod:`stalwart.master.policy`); None is
     ``member``."""
+    agent_uid: Mapped[int | None] = mapped_column(Integer)
+    """The OS identity tasks of this workspace run as on agents (uid, gid, user, group); when
+    any is set it wins over the owner's link (``det user link-with-agent-user``)."""
+    agent_gid: Mapped[int | None] = mapped_column(Integer)
+    agent_user: Mapped[str | None] = mapped_column(String(255))
+    agent_group: Mapped[str | None] = mapped_column(String(255))
+    checkpoint_storage: Mapped[dict[str, Any] | None] = mapped_column()
+    """Checkpoint storage of the workspace's experiments: merged under each experiment's own
+    ``checkpoint_storage`` and over the master's default (None: the master's)."""
+    default_compute_pool: Mapped[str | None] = mapped_column(String(255))
+    """The pool of the workspace's experiments and tasks with slots that name none."""
+    default_aux_pool: Mapped[str | None] = mapped_column(String(255))
+    """The pool of the workspace's zero-slot tasks that name none."""
 
 
 class WorkspaceRole(Base):
@@ -203,6 +218,12 @@ class Project(Base):
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    key: Mapped[str | None] = mapped_column(String(5), unique=True)
+    """Its short unique key (1-5 upper-case letters and digits; made from the name when not
+    given)."""
+    notes: Mapped[list[Any]] = mapped_column(server_default=text("'[]'"))
+    """Its notes: ``[{"name": ..., "contents": ...}]`` in order (the database fills ``[]``)."""
+    created_at: Mapped[dt.datetime | None] = mapped_column()
 
 
 class Experiment(Base):
@@ -533,6 +554,11 @@ class WorkspaceGroupRole(Base):
 
     __tablename__ = "workspace_group_roles"
     __table_args__ = (UniqueConstraint("workspace_id", "group_id"), NEVER_REUSE_IDS)
+class WorkspacePin(Base):
+    """A user's pin of a workspace (``det``'s ``pinned`` is the caller's)."""
+
+    __tablename__ = "workspace_pins"
+    __table_args__ = (UniqueConstraint("workspace_id", "user_id"), NEVER_REUSE_IDS)
     id: Mapped[int] = mapped_column(primary_key=True)
     workspace_id: Mapped[int] = mapped_column(
         ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
@@ -637,3 +663,5 @@ class AccessToken(Base):
     created_at: Mapped[dt.datetime] = mapped_column()
     expires_at: Mapped[dt.datetime] = mapped_column()
     revoked_at: Mapped[dt.datetime | None] = mapped_column()
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    pinned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

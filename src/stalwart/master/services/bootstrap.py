@@ -33,7 +33,9 @@ def bootstrap(session: Session, initial_password: str) -> None:
         session.add(Workspace(id=1, name="Uncategorized", immutable=True))
         session.flush()
     if session.get(Project, 1) is None:
-        session.add(Project(id=1, name="Uncategorized", workspace_id=1, immutable=True))
+        session.add(
+            Project(id=1, name="Uncategorized", workspace_id=1, immutable=True, key="P0001")
+        )
         session.flush()
     if session.get_bind().dialect.name == "postgresql":
         # Rows inserted with explicit ids do not advance PostgreSQL's sequences: move them past

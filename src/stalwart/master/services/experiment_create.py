@@ -1,8 +1,9 @@
 """Creating an experiment: YAML text + model definition -> a stored, fully defaulted config.
 
 Steps (Determined's ``parseCreateExperiment``, wire doc 3.3): parse the YAML; merge the template,
-the resource pool's and the master's ``task_container_defaults`` and the master's checkpoint
-storage; validate (every problem, as "invalid experiment configuration: ..."); fill the runtime
+the resource pool's and the master's ``task_container_defaults`` and the checkpoint storage
+(the workspace's over the master's); use the workspace's default pool when the config names
+none; validate (every problem, as "invalid experiment configuration: ..."); fill the runtime
 defaults (name, experiment seed, and each device's task image, chosen by framework detection on
 the uploaded model definition); store the experiment with its archive. Nothing is written when
 any step fails.
@@ -27,14 +28,16 @@ from stalwart.environments.images import DEVICE_TYPES
 from stalwart.errors import (
     ConfigError,
     EnvironmentResolutionError,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
 )
 from stalwart.master import policy
-from stalwart.master.db.tables import Experiment, Project, User, utcnow
+from stalwart.master.db.tables import Experiment, Project, User, Workspace, utcnow
 from stalwart.master.services.model_def import build_archive, extract_archive
 from stalwart.master.services.petnames import petname
 from stalwart.master.services.pool_bindings import require_pool_usable
+from stalwart.master.services.workspaces import checkpoint_storage_for, default_pool_for
 from stalwart.master.settings import MasterSettings
 
 __all__ = ["CreatedExperiment", "create_experiment", "defaulted_config", "fill_images"]
@@ -60,8 +63,11 @@ def defaulted_config(
     *,
     archive: bytes | None,
     template: Mapping[str, Any] | None = None,
+    workspace: Workspace | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The fully defaulted config for YAML ``text`` and the notices about it.
+    """The fully defaulted config for YAML ``text`` and the notices about it; ``workspace``'s
+    checkpoint storage goes under the config's own (over the master's), and its default pool
+    is used when the config names none.
 
     Raises InvalidArgumentError ("invalid experiment configuration: ...") for invalid configs and
     for framework conflicts (the message names the config lines to add).
@@ -70,19 +76,25 @@ def defaulted_config(
         doc = parse_yaml(text, "<config>")
         if not isinstance(doc.data, dict):
             raise _invalid(["<config>: must be a mapping of experiment settings"])
-        pool = _pool_of(doc.data, template)
+        named = _pool_of(doc.data, template)
+        fallback = default_pool_for(workspace, _slots_of(doc.data, template))
+        pool = named or fallback or "default"
         loaded = load_experiment_config(
             doc,
             DefaultsLayers(
                 template=template,
                 pool_tcd=settings.pool_task_container_defaults(pool),
                 master_tcd=settings.task_container_defaults,
-                checkpoint_storage=settings.default_checkpoint_storage,
+                checkpoint_storage=checkpoint_storage_for(
+                    workspace, settings.default_checkpoint_storage
+                ),
             ),
         )
     except ConfigError as exc:
         raise _invalid(exc.problems) from None
     config = loaded.config.to_dict()
+    if named is None and fallback is not None:
+        config.setdefault("resources", {})["resource_pool"] = fallback
     notices = list(loaded.warnings)
     if not config.get("name"):
         config["name"] = f"Experiment ({petname()})"
@@ -93,12 +105,22 @@ def defaulted_config(
     return config, notices
 
 
-def _pool_of(data: Mapping[str, Any], template: Mapping[str, Any] | None) -> str:
+def _pool_of(data: Mapping[str, Any], template: Mapping[str, Any] | None) -> str | None:
     for layer in (data, template or {}):
         resources = layer.get("resources")
         if isinstance(resources, Mapping) and resources.get("resource_pool"):
             return str(resources["resource_pool"])
-    return "default"
+    return None
+
+
+def _slots_of(data: Mapping[str, Any], template: Mapping[str, Any] | None) -> int:
+    """``resources.slots_per_trial`` (1 when unset or not a number)."""
+    for layer in (data, template or {}):
+        resources = layer.get("resources")
+        if isinstance(resources, Mapping) and "slots_per_trial" in resources:
+            slots = resources["slots_per_trial"]
+            return slots if isinstance(slots, int) else 1
+    return 1
 
 
 def fill_images(config: dict[str, Any], archive: bytes | None) -> list[str]:
@@ -151,7 +173,15 @@ def create_experiment(
     if project is None:
         raise NotFoundError(f"project {project_id} not found")
     policy.require_create_in_project(session, owner, project.id)
-    config, notices = defaulted_config(config_text, settings, archive=archive, template=template)
+    workspace = session.get(Workspace, project.workspace_id)
+    if project.archived or (workspace is not None and workspace.archived):
+        raise FailedPreconditionError(
+            f"project '{project.name}' is archived (or its workspace is) and takes no new "
+            "experiments"
+        )
+    config, notices = defaulted_config(
+        config_text, settings, archive=archive, template=template, workspace=workspace
+    )
     resources = cast(dict[str, Any], config.get("resources", {}))
     experiment = Experiment(
         name=str(config["name"]),

@@ -522,6 +522,8 @@ class ExperimentFilters:
     description: str | None = None
     labels: Sequence[str] = ()
     project_id: int | None = None
+    workspace_id: int | None = None
+    """Only the experiments of this workspace's projects (a Stalwart extension)."""
     id_gt: int | None = None
     id_gte: int | None = None
     id_lt: int | None = None
@@ -587,6 +589,9 @@ def _where(filters: ExperimentFilters) -> list[Any]:
         where.append(_has_label(label))
     if filters.project_id:
         where.append(Experiment.project_id == filters.project_id)
+    if filters.workspace_id:
+        in_workspace = select(Project.id).where(Project.workspace_id == filters.workspace_id)
+        where.append(Experiment.project_id.in_(in_workspace))
     if filters.hidden_project_ids:
         where.append(Experiment.project_id.not_in(list(filters.hidden_project_ids)))
     bounds = (
@@ -650,6 +655,7 @@ def _owner_index_covers(filters: ExperimentFilters) -> bool:
         and not filters.description
         and not filters.labels
         and not filters.project_id
+        and not filters.workspace_id
         and not filters.hidden_project_ids
     )
 

@@ -38,7 +38,13 @@ from sqlalchemy.orm import Session
 from stalwart.config import DefaultsLayers
 from stalwart.config.command import CommandConfig, TaskKind, load_command_config
 from stalwart.config.resources import ResourcesConfig
-from stalwart.errors import ConfigError, ForbiddenError, InvalidArgumentError, NotFoundError
+from stalwart.errors import (
+    ConfigError,
+    FailedPreconditionError,
+    ForbiddenError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from stalwart.master import policy
 from stalwart.master.db.tables import Allocation, Experiment, Task, Trial, User, Workspace, utcnow
 from stalwart.master.services.agents import release_slots
@@ -50,6 +56,7 @@ from stalwart.master.services.petnames import petname
 from stalwart.master.services.pool_bindings import require_pool_usable
 from stalwart.master.services.shell_keys import generate_key_pair
 from stalwart.master.services.tasks import start_allocation
+from stalwart.master.services.workspaces import default_pool_for
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES, set_allocation_state
 
@@ -126,6 +133,11 @@ def _workspace(session: Session, user: User, workspace_id: int | None) -> Worksp
             f"user {user.username} cannot start tasks in workspace '{workspace.name}': their "
             f"role there is {role.label} (a member, editor or admin role is needed; ask an "
             "admin of the workspace)"
+        )
+    if workspace.archived:
+        raise FailedPreconditionError(
+            f"workspace '{workspace.name}' is archived and takes no new tasks (unarchive it "
+            "first)"
         )
     return workspace
 
@@ -246,6 +258,10 @@ def launch_task(
     notices for its submitter; nothing is written when any check fails."""
     workspace = _workspace(session, user, launch.workspace_id)
     config, notices = _config(settings, launch)
+    fallback = default_pool_for(workspace, CommandConfig.model_validate(config).slots)
+    resources = config.setdefault("resources", {})
+    if not resources.get("resource_pool") and fallback:
+        resources["resource_pool"] = fallback  # the workspace's default pool
     pool = task_resources(config).resource_pool or "default"
     require_pool_usable(session, pool, workspace.id, KIND_LABELS[launch.kind].lower())
     extra = dict(launch.extra)

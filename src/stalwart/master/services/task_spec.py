@@ -30,9 +30,11 @@ from stalwart.master.db.tables import (
     Allocation,
     Checkpoint,
     Experiment,
+    Project,
     Task,
     Trial,
     User,
+    Workspace,
 )
 from stalwart.master.services.allocations import container_id
 from stalwart.master.services.experiment_config import typed_config
@@ -135,19 +137,22 @@ def registry_auth_of(environment: EnvironmentConfig) -> dict[str, str] | None:
     return given or None
 
 
-def run_as_of(owner: User | None) -> RunAs | None:
-    """The OS user a task of ``owner`` runs as: the owner's linked agent user, if any."""
-    if owner is None:
-        return None
-    linked = (owner.agent_uid, owner.agent_user, owner.agent_gid, owner.agent_group)
-    if all(value in (None, "") for value in linked):
-        return None
-    return RunAs(
-        uid=owner.agent_uid,
-        user=owner.agent_user or "",
-        gid=owner.agent_gid,
-        group=owner.agent_group or "",
-    )
+def run_as_of(owner: User | None, workspace: Workspace | None = None) -> RunAs | None:
+    """The OS user a task of ``owner`` in ``workspace`` runs as: the workspace's agent user
+    when it has one (it wins, as in Determined), else the owner's linked agent user, if any."""
+    for holder in (workspace, owner):
+        if holder is None:
+            continue
+        linked = (holder.agent_uid, holder.agent_user, holder.agent_gid, holder.agent_group)
+        if all(value in (None, "") for value in linked):
+            continue
+        return RunAs(
+            uid=holder.agent_uid,
+            user=holder.agent_user or "",
+            gid=holder.agent_gid,
+            group=holder.agent_group or "",
+        )
+    return None
 
 
 def allocation_task_specs(
@@ -189,6 +194,9 @@ def allocation_task_specs(
     if found is None:
         return None
     trial, experiment, owner, has_context = found
+    workspace = session.scalar(
+        select(Workspace).join(Project).where(Project.id == experiment.project_id)
+    )
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
     return trial_task_specs(
         experiment=experiment,
@@ -203,6 +211,7 @@ def allocation_task_specs(
         ports=ports,
         latest=latest if latest is not None and latest.state == "COMPLETED" else None,
         has_context=bool(has_context),
+        workspace=workspace,
     )
 
 
@@ -245,8 +254,10 @@ def trial_task_specs(
     ports: Mapping[str, int],
     latest: Checkpoint | None,
     has_context: bool,
+    workspace: Workspace | None = None,
 ) -> list[TaskSpec]:
-    """One spec per container of a trial's allocation (ranks in ``containers`` order)."""
+    """One spec per container of a trial's allocation (ranks in ``containers`` order); tasks
+    run as :func:`run_as_of` the owner in ``workspace`` (the experiment's)."""
     config = experiment.config  # the stored JSON, handed to the task as is
     username = owner.username if owner is not None else ""
     typed = typed_config(experiment)
@@ -334,7 +345,7 @@ def trial_task_specs(
                 has_context=has_context,
                 token=token,
                 user=username,
-                run_as=run_as_of(owner),
+                run_as=run_as_of(owner, workspace),
                 privileged=owner is not None and owner.admin,
             )
         )
@@ -439,7 +450,10 @@ def interactive_task_specs(
                 has_context=task.context is not None,
                 token=token,
                 user=owner.username if owner is not None else "",
-                run_as=run_as_of(owner),
+                run_as=run_as_of(
+                    owner,
+                    session.get(Workspace, task.workspace_id) if task.workspace_id else None,
+                ),
                 privileged=owner is not None and owner.admin,
             )
         )

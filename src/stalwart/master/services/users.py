@@ -54,6 +54,7 @@ __all__ = [
     "SortKey",
     "UserFilter",
     "UserPatch",
+    "agent_link_values",
     "clean_username",
     "count_users",
     "create_user",
@@ -283,6 +284,14 @@ def _clean_display_name(session: Session, raw: str, user_id: int | None) -> str:
             f"display name {name!r} is too close to the name of user '{other}'"
         )
     return name
+
+
+def agent_link_values(
+    link: AgentLink,
+) -> tuple[int | None, int | None, str | None, str | None]:
+    """The four agent columns (uid, gid, user, group) for ``link`` (all None to unlink), or
+    InvalidArgumentError; users and workspaces follow the same rule."""
+    return _agent_values(link)
 
 
 def _agent_values(link: AgentLink) -> tuple[int | None, int | None, str | None, str | None]:
