@@ -80,8 +80,8 @@ __all__ = [
     "require_delete_model_version",
     "require_manage_workspace",
     "require_view_experiment",
-    "sees_model",
     "require_view_workspace",
+    "sees_model",
     "workspace_role",
 ]
 

@@ -554,6 +554,8 @@ class WorkspaceGroupRole(Base):
 
     __tablename__ = "workspace_group_roles"
     __table_args__ = (UniqueConstraint("workspace_id", "group_id"), NEVER_REUSE_IDS)
+
+
 class WorkspacePin(Base):
     """A user's pin of a workspace (``det``'s ``pinned`` is the caller's)."""
 

@@ -136,8 +136,7 @@ def _workspace(session: Session, user: User, workspace_id: int | None) -> Worksp
         )
     if workspace.archived:
         raise FailedPreconditionError(
-            f"workspace '{workspace.name}' is archived and takes no new tasks (unarchive it "
-            "first)"
+            f"workspace '{workspace.name}' is archived and takes no new tasks (unarchive it first)"
         )
     return workspace
 

@@ -1,7 +1,7 @@
 """User groups, workspace roles given to groups, and resource pools bound to workspaces
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-04 10:00:00
 
 ``user_groups`` and ``user_group_members`` hold groups of users (``det user-group``);
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
