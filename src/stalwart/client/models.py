@@ -53,14 +53,15 @@ from stalwart.master.api.models.logs import (
     TaskLogsResponse,
     TrialLogsResponse,
 )
-from stalwart.master.api.models.templates import (
-    GetTemplatesResponse,
-    TemplateResponse,
-    V1Template,
 from stalwart.master.api.models.projects import (
     GetProjectResponse,
     GetWorkspaceProjectsResponse,
     V1Project,
+)
+from stalwart.master.api.models.templates import (
+    GetTemplatesResponse,
+    TemplateResponse,
+    V1Template,
 )
 from stalwart.master.api.models.trials import (
     GetExperimentTrialsResponse,

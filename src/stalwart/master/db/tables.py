@@ -554,13 +554,6 @@ class WorkspaceGroupRole(Base):
 
     __tablename__ = "workspace_group_roles"
     __table_args__ = (UniqueConstraint("workspace_id", "group_id"), NEVER_REUSE_IDS)
-
-
-class WorkspacePin(Base):
-    """A user's pin of a workspace (``det``'s ``pinned`` is the caller's)."""
-
-    __tablename__ = "workspace_pins"
-    __table_args__ = (UniqueConstraint("workspace_id", "user_id"), NEVER_REUSE_IDS)
     id: Mapped[int] = mapped_column(primary_key=True)
     workspace_id: Mapped[int] = mapped_column(
         ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
@@ -665,5 +658,16 @@ class AccessToken(Base):
     created_at: Mapped[dt.datetime] = mapped_column()
     expires_at: Mapped[dt.datetime] = mapped_column()
     revoked_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class WorkspacePin(Base):
+    """A user's pin of a workspace (``det``'s ``pinned`` is the caller's)."""
+
+    __tablename__ = "workspace_pins"
+    __table_args__ = (UniqueConstraint("workspace_id", "user_id"), NEVER_REUSE_IDS)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     pinned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
