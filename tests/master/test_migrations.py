@@ -140,10 +140,11 @@ def test_0006_makes_ids_autoincrement_and_keeps_rows_both_ways(engine: Engine) -
         )
     migrate.upgrade(engine, "0006")
     assert "login_failures" in _tables(engine)
+    present = _tables(engine)  # tables of later revisions are not there yet
     integer_ids = {
         table.name
         for table in Base.metadata.tables.values()
-        if table.dialect_options["sqlite"]["autoincrement"]
+        if table.dialect_options["sqlite"]["autoincrement"] and table.name in present
     }
     assert len(integer_ids) == 11
     if engine.dialect.name == "sqlite":

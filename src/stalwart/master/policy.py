@@ -65,8 +65,10 @@ __all__ = [
     "require_change_experiment",
     "require_change_tasks",
     "require_create_in_project",
+    "require_manage_webhooks",
     "require_manage_workspace",
     "require_view_experiment",
+    "webhook_workspaces",
     "workspace_role",
 ]
 
@@ -246,6 +248,34 @@ def require_manage_workspace(session: Session, user: User, workspace_id: int) ->
             f"only an admin of workspace '{_workspace_name(session, workspace_id)}' (or a "
             "cluster admin) can change its role assignments"
         )
+
+
+def require_manage_webhooks(session: Session, user: User, workspace_id: int | None) -> None:
+    """ForbiddenError unless ``user`` may create, change, test or delete webhooks of workspace
+    ``workspace_id`` (editor or admin there), or global ones (None: cluster admins only)."""
+    if workspace_id is None:
+        if not user.admin:
+            raise ForbiddenError(
+                f"user {user.username} cannot manage global webhooks: only cluster admins can "
+                "(a workspace editor or admin can manage the webhooks of that workspace)"
+            )
+        return
+    role = _role_of(session, user, workspace_id)
+    if role < Role.EDITOR:
+        raise ForbiddenError(
+            f"user {user.username} cannot manage the webhooks of workspace "
+            f"'{_workspace_name(session, workspace_id)}': their role there is {role.label} (an "
+            "editor or admin role is needed)"
+        )
+
+
+def webhook_workspaces(session: Session, user: User) -> list[int] | None:
+    """The workspaces whose webhooks ``user`` sees (those they may manage: webhook URLs are
+    often secrets); None means every webhook, global ones included (cluster admins)."""
+    if user.admin:
+        return None
+    ids = list(session.scalars(select(Workspace.id)))
+    return [ws for ws in ids if _role_of(session, user, ws) >= Role.EDITOR]
 
 
 def hidden_project_ids(session: Session, user: User) -> list[int]:
