@@ -55,7 +55,8 @@ def webhook(
     resp = client.post("/api/v1/webhooks", json=body, headers=headers)
     assert resp.status_code == expect, resp.text
     answer: dict[str, Any] = resp.json()
-    return answer.get("webhook", answer)
+    made: dict[str, Any] = answer.get("webhook", answer)
+    return made
 
 
 def deliveries(client: TestClient) -> list[WebhookDelivery]:
@@ -87,8 +88,10 @@ def test_create_list_patch_delete_in_determined_shapes(client: TestClient, admin
         webhookType="WEBHOOK_TYPE_SLACK",
         name="alerts",
     )
-    assert made["id"] > 0 and made["workspaceId"] == 0  # global
-    assert made["mode"] == "WEBHOOK_MODE_WORKSPACE" and made["webhookType"] == "WEBHOOK_TYPE_SLACK"
+    assert made["id"] > 0
+    assert made["workspaceId"] == 0
+    assert made["mode"] == "WEBHOOK_MODE_WORKSPACE"
+    assert made["webhookType"] == "WEBHOOK_TYPE_SLACK"
     assert [t["triggerType"] for t in made["triggers"]] == [
         "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
         "TRIGGER_TYPE_TASK_LOG",
@@ -102,7 +105,8 @@ def test_create_list_patch_delete_in_determined_shapes(client: TestClient, admin
     resp = client.patch(
         f"/api/v1/webhooks/{made['id']}", json={"url": "https://example.com/x"}, headers=admin
     )
-    assert resp.status_code == 200 and resp.json() == {}
+    assert resp.status_code == 200
+    assert resp.json() == {}
     listed = client.get("/api/v1/webhooks", headers=admin).json()["webhooks"]
     assert listed[0]["url"] == "https://example.com/x"
 
@@ -222,9 +226,11 @@ def test_a_completed_experiment_adds_its_delivery(client: TestClient, admin: Hea
     assert body["event_type"] == "EXPERIMENT_STATE_CHANGE"
     assert body["condition"] == {"state": "COMPLETED"}
     experiment = body["event_data"]["experiment"]
-    assert experiment["id"] == exp_id and experiment["state"] == "COMPLETED"
+    assert experiment["id"] == exp_id
+    assert experiment["state"] == "COMPLETED"
     assert experiment["name"] == "done"
-    assert experiment["workspace"] == "Uncategorized" and experiment["project"] == "Uncategorized"
+    assert experiment["workspace"] == "Uncategorized"
+    assert experiment["project"] == "Uncategorized"
     assert set(experiment) == {
         "id",
         "state",
@@ -335,7 +341,8 @@ def test_a_matching_log_line_fires_once_per_task(client: TestClient, admin: Head
         add_logs(session, [_log(task_id, "loss=1.5")])  # fired already for this task
         session.commit()
     rows = deliveries(client)
-    assert len(rows) == 1 and rows[0].webhook_id == made["id"]
+    assert len(rows) == 1
+    assert rows[0].webhook_id == made["id"]
     body = json.loads(rows[0].payload)
     assert body["event_type"] == "TASK_LOG"
     assert body["condition"] == {"regex": r"loss=\d+\.5"}

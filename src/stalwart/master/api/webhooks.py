@@ -30,7 +30,7 @@ from stalwart.master.api.models.webhooks import (
 from stalwart.master.cluster.webhooks import post_once
 from stalwart.master.db.tables import utcnow
 from stalwart.master.services import webhooks as svc
-from stalwart.master.services.webhook_payloads import dumps, test_body
+from stalwart.master.services.webhook_payloads import dumps, ping_body
 
 __all__ = ["router"]
 
@@ -109,7 +109,7 @@ async def test_webhook(webhook_id: int, caller: CallerDep, state: StateDep) -> T
             return view, key
 
     view, key = await anyio.to_thread.run_sync(prepare)
-    body = dumps(test_body(view.webhook_type, now=utcnow()))
+    body = dumps(ping_body(view.webhook_type, now=utcnow()))
     timeout = state.settings.webhooks.attempt_timeout
     async with httpx.AsyncClient(follow_redirects=True) as client:
         outcome = await post_once(client, view.url, body, key, timeout=timeout)

@@ -33,10 +33,10 @@ __all__ = [
     "TaskLogFacts",
     "dumps",
     "experiment_body",
+    "ping_body",
     "sign",
     "signature_headers",
     "task_log_body",
-    "test_body",
     "verify",
 ]
 
@@ -136,7 +136,7 @@ def task_log_body(
     return _event("TASK_LOG", {"regex": regex}, data, now)
 
 
-def test_body(webhook_type: str, *, now: dt.datetime) -> dict[str, Any]:
+def ping_body(webhook_type: str, *, now: dt.datetime) -> dict[str, Any]:
     """What ``POST /api/v1/webhooks/{id}/test`` sends."""
     if webhook_type == "SLACK":
         return {"blocks": [{"type": "section", "text": {"type": "plain_text", "text": "test"}}]}
