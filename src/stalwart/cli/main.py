@@ -29,6 +29,7 @@ from stalwart.cli import tensorboard as tensorboard_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
 from stalwart.cli import user as user_cli
+from stalwart.cli import webhook as webhook_cli
 from stalwart.errors import StalwartError
 
 __all__ = ["app", "main"]
@@ -56,6 +57,7 @@ app.add_typer(notebook_cli.app, name="notebook")
 app.add_typer(shell_cli.app, name="shell")
 app.add_typer(tensorboard_cli.app, name="tensorboard")
 app.add_typer(task_cli.app, name="task")
+app.add_typer(webhook_cli.app, name="webhook")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 
