@@ -62,9 +62,7 @@ def test_the_webhooks_page(
     expect(row.locator("td").nth(1)).to_have_text("ui-hook")
     expect(row.locator("td").nth(2)).to_have_text("JSON")
     expect(row.locator("td").nth(3)).to_have_text("global")
-    expect(row.locator("td").nth(4)).to_have_text(
-        "state COMPLETED, state ERROR, log /Traceback/"
-    )
+    expect(row.locator("td").nth(4)).to_have_text("state COMPLETED, state ERROR, log /Traceback/")
     expect(row.locator("td").nth(5)).to_have_text(hooks.url("ui"))
     page.screenshot(path=str(artifacts / "20-webhooks.png"), full_page=True)
     for _ in range(2):  # text keeps a contrast of at least 4.5:1 in both themes

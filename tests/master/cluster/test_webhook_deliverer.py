@@ -172,3 +172,48 @@ def test_the_test_endpoint_posts_a_signed_test_event(
     resp = client.post(f"/api/v1/webhooks/{made['id']}/test", headers=admin)
     assert resp.status_code == 400
     assert "answered 500" in resp.json()["error"]["error"]
+
+
+def test_the_outbox_and_the_deliverer_on_postgresql(
+    tmp_path: Path, pg_url: str, hooks: Receiver
+) -> None:
+    """The same path on PostgreSQL: a state change and a log line (ON CONFLICT DO NOTHING for
+    the second match of the task) become rows, and the guarded claim delivers each once."""
+    from stalwart.master.db.tables import Trial
+    from stalwart.master.services.logs import NewLog, add_logs
+    from tests.master.test_experiments_api import add_trial
+
+    settings = make_settings(
+        tmp_path / "home", db=pg_url, webhooks={"signing_key": KEY, "backoff": 0.1}
+    )
+    with TestClient(create_app(settings, run_cluster=False)) as pg:
+        headers = login(pg, "admin")
+        hooks.plan("pg-state", 500)
+        state_hook = webhook(pg, headers, url=hooks.url("pg-state"))
+        log_hook = webhook(
+            pg,
+            headers,
+            url=hooks.url("pg-log"),
+            triggers=[{"triggerType": "TRIGGER_TYPE_TASK_LOG", "condition": {"regex": "boom"}}],
+        )
+        exp_id = new_experiment(pg, headers)
+        trial_id, *_ = add_trial(pg, exp_id)
+        state = master(pg)
+        with state.sessions() as session:
+            trial = session.get(Trial, trial_id)
+            assert trial is not None
+            for _ in range(2):
+                add_logs(session, [NewLog(task_id=trial.task_id, log="boom", agent_id="n")])
+                session.commit()
+        complete(pg, exp_id)
+        running = WebhookDeliverer(state)
+        running.start()
+        try:
+            hooks.wait("pg-state", 2)
+            (post,) = hooks.wait("pg-log")
+            assert verify(KEY, post.headers, post.body)
+            assert settled(state, state_hook["id"]).attempts == 2
+            assert settled(state, log_hook["id"]).state == "DELIVERED"
+        finally:
+            running.stop()
+        assert len(rows(state, log_hook["id"])) == 1

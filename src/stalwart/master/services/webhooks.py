@@ -641,9 +641,9 @@ def _claim(session: Session, task_id: str, trigger_id: int) -> bool:
         insert(WebhookLogMatch)
         .values(task_id=task_id, trigger_id=trigger_id)
         .on_conflict_do_nothing()
+        .returning(WebhookLogMatch.task_id)
     )
-    result = session.execute(statement)
-    return bool(getattr(result, "rowcount", 0) == 1)
+    return session.execute(statement).first() is not None  # None: the row was there
 
 
 def scan_logs(session: Session, logs: Sequence[NewLog]) -> None:
