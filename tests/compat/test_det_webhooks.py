@@ -3,10 +3,12 @@ receiver on loopback.
 
 0.38.1's ``det`` has no webhook command: the client library's generated ``bindings``
 (``post_PostWebhook``, ``get_GetWebhooks``, ``patch_PatchWebhook``, ``post_TestWebhook``,
-``delete_DeleteWebhook``) over its own session are what Determined users' scripts call, so
+``delete_DeleteWebhook``, and ``post_PostWebhookEventData``, which ``core_context.alert()``
+sends) over its own session are what Determined users' scripts call, so
 ``workflows/webhooks_client.py`` runs exactly those from the det venv. One experiment
-(``workflows/trial.py``, four steps) runs with four webhooks at once: one on COMPLETED, one on
-the log line ``STEP 3``, one whose receiver answers 500 first, one whose receiver hangs.
+(``workflows/trial.py``, four steps) runs with five webhooks at once: one on COMPLETED, one on
+the log line ``STEP 3``, one whose receiver answers 500 first, one whose receiver hangs, and a
+SPECIFIC one with a custom trigger that its config names (then alerted).
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ def run_experiment(det: Det, tmp_path: Path) -> int:
         "name: hooked\nentrypoint: python3 trial.py\n"
         "hyperparameters:\n  steps: 4\n  sleep: 0\n"
         "searcher:\n  name: single\n  metric: loss\n  smaller_is_better: true\n"
-        "max_restarts: 0\n",
+        "max_restarts: 0\n"
+        "integrations:\n  webhooks:\n    webhook_name: [alerts]\n",
         encoding="utf-8",
     )
     created = det.ok("experiment", "create", str(config), str(model)).stdout
@@ -193,9 +196,22 @@ def test_webhooks_deliver_what_an_experiment_does(
     flaky = create(det, **on_completed(hooks.url("flaky"), "flaky"))
     hooks.plan("hang", HANG, HANG, HANG)
     hanging = create(det, **on_completed(hooks.url("hang"), "hang"))
+    alerts = create(
+        det,
+        name="alerts",
+        url=hooks.url("alert"),
+        mode="WEBHOOK_MODE_SPECIFIC",
+        triggers=[{"triggerType": "TRIGGER_TYPE_CUSTOM", "condition": {}}],
+    )
     code, listed = bindings(det, "list")
     assert code == 0
-    assert {w["id"] for w in listed} == {done["id"], logged["id"], flaky["id"], hanging["id"]}
+    assert {w["id"] for w in listed} == {
+        done["id"],
+        logged["id"],
+        flaky["id"],
+        hanging["id"],
+        alerts["id"],
+    }
 
     exp_id = run_experiment(det, tmp_path)  # completes while its hanging receiver hangs
 
@@ -220,6 +236,24 @@ def test_webhooks_deliver_what_an_experiment_does(
     task_log = body["event_data"]["task_log"]
     assert task_log["triggering_log"].strip() == "STEP 3"
     assert task_log["node_name"] == "hooks"
+
+    # an alert, as core_context.alert() sends it, to the SPECIFIC webhook the config names
+    listed_trials = det.ok("experiment", "list-trials", str(exp_id)).stdout
+    found = re.search(r"^\s*(\d+) \|", listed_trials, re.MULTILINE)
+    assert found, listed_trials
+    trial_id = int(found.group(1))
+    code, _ = bindings(det, "alert", str(exp_id), str(trial_id), "spike", "loss 9")
+    assert code == 0
+    (post,) = hooks.wait("alert")
+    assert verify(KEY, post.headers, post.body)
+    body = json.loads(post.body)
+    assert body["event_type"] == "CUSTOM"
+    assert body["event_data"]["custom_data"] == {
+        "title": "spike",
+        "description": "loss 9",
+        "level": "WARNING",
+    }
+    assert body["event_data"]["experiment"]["trial_id"] == trial_id
 
     first, second = hooks.wait("flaky", 2)
     assert first.body == second.body  # the same event, retried

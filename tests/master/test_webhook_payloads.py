@@ -7,8 +7,10 @@ import json
 import uuid
 
 from stalwart.master.services.webhook_payloads import (
+    CustomData,
     ExperimentFacts,
     TaskLogFacts,
+    custom_body,
     dumps,
     experiment_body,
     ping_body,
@@ -109,3 +111,21 @@ def test_slack_bodies() -> None:
     assert text.endswith("View full logs at /experiments/3/trials/7")
     assert ping_body("SLACK", now=NOW)["blocks"][0]["text"]["text"] == "test"
     assert ping_body("DEFAULT", now=NOW)["event_data"] == {"data": "test"}
+
+
+def test_custom_body() -> None:
+    data = CustomData(title="spike", description="loss 9", level="WARNING")
+    body = custom_body("DEFAULT", FACTS, data, trial_id=7, now=NOW)
+    assert body["event_type"] == "CUSTOM"
+    assert body["condition"] == {"state": "COMPLETED"}
+    assert body["event_data"]["custom_data"] == {
+        "title": "spike",
+        "description": "loss 9",
+        "level": "WARNING",
+    }
+    assert body["event_data"]["experiment"]["trial_id"] == 7
+    slack = custom_body("SLACK", FACTS, data, trial_id=7, now=NOW)
+    assert slack["blocks"][0]["text"]["text"] == "Event Data"
+    assert {"type": "mrkdwn", "text": "*Title*: spike"} in slack["blocks"][0]["fields"]
+    fields = slack["attachments"][0]["blocks"][0]["fields"]
+    assert {"type": "mrkdwn", "text": "*Trial ID*: 7"} in fields

@@ -393,3 +393,54 @@ def test_deleting_a_webhook_drops_its_undelivered_events(
     assert [d["state"] for d in listed["deliveries"]] == ["PENDING"]
     assert client.delete(f"/api/v1/webhooks/{made['id']}", headers=admin).status_code == 200
     assert deliveries(client) == []
+
+
+# --- custom events: a trial's core_context.alert() ---
+
+CUSTOM = {"triggerType": "TRIGGER_TYPE_CUSTOM", "condition": {}}
+
+
+def alert(client: TestClient, headers: Headers, experiment_id: int, trial_id: int) -> Any:
+    """POST /api/v1/webhooks/custom as ``core_context.alert(...)`` does."""
+    body = {
+        "data": {"title": "loss spiked", "description": "at step 7", "level": "LOG_LEVEL_WARNING"},
+        "experimentId": experiment_id,
+        "trialId": trial_id,
+    }
+    return client.post("/api/v1/webhooks/custom", json=body, headers=headers)
+
+
+def test_custom_triggers_need_the_specific_mode(client: TestClient, admin: Headers) -> None:
+    refused = webhook(client, admin, triggers=[CUSTOM], expect=400)
+    assert "WEBHOOK_MODE_SPECIFIC" in refused["error"]["error"]
+
+
+def test_an_alert_goes_to_the_webhooks_its_experiment_names(
+    client: TestClient, admin: Headers
+) -> None:
+    named = webhook(client, admin, name="alerts", mode="WEBHOOK_MODE_SPECIFIC", triggers=[CUSTOM])
+    webhook(client, admin, name="unnamed", mode="WEBHOOK_MODE_SPECIFIC", triggers=[CUSTOM])
+    exp_id = _configured(client, admin, '{"webhooks": {"webhook_name": ["alerts"]}}')
+    trial_id, _run, token, _alloc = add_trial(client, exp_id, allocation="RUNNING")
+    assert token is not None
+    task = {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
+    resp = alert(client, task, exp_id, trial_id)
+    assert resp.status_code == 200, resp.text
+    (row,) = deliveries(client)
+    assert (row.webhook_id, row.event_type) == (named["id"], "CUSTOM")
+    body = json.loads(row.payload)
+    assert body["event_type"] == "CUSTOM"
+    assert body["event_data"]["custom_data"] == {
+        "title": "loss spiked",
+        "description": "at step 7",
+        "level": "WARNING",
+    }
+    assert body["event_data"]["experiment"]["id"] == exp_id
+    assert body["event_data"]["experiment"]["trial_id"] == trial_id
+
+    other = new_experiment(client, admin)
+    refused = alert(client, task, other, trial_id)  # a task alerts only about its experiment
+    assert refused.status_code == 403
+    plain = new_experiment(client, admin)
+    assert alert(client, admin, plain, trial_id).status_code == 200  # names none: nothing
+    assert len(deliveries(client)) == 1

@@ -160,6 +160,7 @@ TASK_ROUTES = frozenset(
         "interactive.report_idle",
         "batch.batch_start",
         "batch.batch_exit",
+        "webhooks.post_webhook_event_data",
     )
 )
 """Endpoints an allocation token may call (for its own allocation only); the Core API of the

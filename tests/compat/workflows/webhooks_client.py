@@ -3,7 +3,8 @@
 
 Run with the det venv's Python: ``python webhooks_client.py MASTER USER PASSWORD ACTION [ARGS]``
 where ACTION is ``create <json v1Webhook fields>``, ``list``, ``patch <id> <url>``,
-``test <id>`` or ``delete <id>``. Prints one line ``RESULT <json>``; a refused call prints
+``test <id>``, ``alert <experiment id> <trial id> <title> <description>`` or
+``delete <id>``. Prints one line ``RESULT <json>``; a refused call prints
 ``REFUSED <exception class> <message>`` and exits 3.
 """
 
@@ -41,6 +42,15 @@ def run(session: Any, action: str, args: list[str]) -> Any:
         return bindings.patch_PatchWebhook(session, body=body, id=int(args[0]))
     if action == "test":
         return bindings.post_TestWebhook(session, id=int(args[0])).to_json()
+    if action == "alert":  # what core_context.alert() sends from a trial
+        body = bindings.v1PostWebhookEventDataRequest(
+            data=bindings.v1CustomWebhookEventData(
+                title=args[2], description=args[3], level=bindings.v1LogLevel.WARNING
+            ),
+            experimentId=int(args[0]),
+            trialId=int(args[1]),
+        )
+        return bindings.post_PostWebhookEventData(session, body=body)
     if action == "delete":
         return bindings.delete_DeleteWebhook(session, id=int(args[0]))
     raise SystemExit(f"unknown action {action}")

@@ -1,5 +1,6 @@
 """Routes: webhooks, in Determined's shapes (``GET``/``POST /api/v1/webhooks``,
-``DELETE``/``PATCH /api/v1/webhooks/{id}``, ``POST /api/v1/webhooks/{id}/test``) and
+``DELETE``/``PATCH /api/v1/webhooks/{id}``, ``POST /api/v1/webhooks/{id}/test``,
+``POST /api/v1/webhooks/custom``: a trial's ``core_context.alert()``) and
 ``GET /api/v1/webhooks/{id}/deliveries`` (a Stalwart extension: what was sent and how it went).
 
 Who may do what is :func:`stalwart.master.policy.require_manage_webhooks`'s; the logic is
@@ -19,6 +20,7 @@ from stalwart.master.api.models.common import Empty, wire_time
 from stalwart.master.api.models.webhooks import (
     GetWebhooksResponse,
     PatchWebhookRequest,
+    PostWebhookEventDataRequest,
     PostWebhookResponse,
     TestWebhookResponse,
     V1Trigger,
@@ -30,7 +32,7 @@ from stalwart.master.api.models.webhooks import (
 from stalwart.master.cluster.webhooks import post_once
 from stalwart.master.db.tables import utcnow
 from stalwart.master.services import webhooks as svc
-from stalwart.master.services.webhook_payloads import dumps, ping_body
+from stalwart.master.services.webhook_payloads import CustomData, dumps, ping_body
 
 __all__ = ["router"]
 
@@ -80,6 +82,29 @@ def post_webhook(
         ],
     )
     return PostWebhookResponse(webhook=_wire(svc.create_webhook(session, caller.user, spec)))
+
+
+@router.post("/webhooks/custom", response_model=Empty)
+def post_webhook_event_data(
+    body: PostWebhookEventDataRequest, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """An alert from a trial (``core_context.alert()``): posted to the CUSTOM triggers of the
+    webhooks its experiment's config names."""
+    data = body.data
+    level = (data.level if data is not None else None) or "LOG_LEVEL_INFO"
+    svc.post_custom_event(
+        session,
+        caller.user,
+        allocation_id=caller.allocation_id,
+        experiment_id=body.experiment_id,
+        trial_id=body.trial_id or None,
+        data=CustomData(
+            title=(data.title if data is not None else None) or "",
+            description=(data.description if data is not None else None) or "",
+            level=level.removeprefix("LOG_LEVEL_"),
+        ),
+    )
+    return Empty()
 
 
 @router.delete("/webhooks/{webhook_id}", response_model=Empty)

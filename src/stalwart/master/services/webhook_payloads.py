@@ -5,9 +5,11 @@ Bodies follow Determined 0.38's shapes, so receivers written for Determined keep
 - **Default** webhooks get ``{event_id, event_type, timestamp, condition, event_data}``:
   ``event_type`` is ``EXPERIMENT_STATE_CHANGE`` (``condition: {state}``, ``event_data:
   {experiment: {id, state, name, duration, resource_pool, slots_per_trial, workspace,
-  project}}``) or ``TASK_LOG`` (``condition: {regex}``, ``event_data: {task_log: {task_id,
-  node_name, triggering_log}}``); ``timestamp`` is the event's time in Unix seconds. A test
-  event has ``event_data: {data: "test"}``.
+  project}}``), ``TASK_LOG`` (``condition: {regex}``, ``event_data: {task_log: {task_id,
+  node_name, triggering_log}}``) or ``CUSTOM`` (a trial's ``core_context.alert()``:
+  ``condition: {state}`` (the experiment's), ``event_data: {experiment: {..., trial_id},
+  custom_data: {title, description, level}}``); ``timestamp`` is the event's time in Unix
+  seconds. A test event has ``event_data: {data: "test"}``.
 - **Slack** webhooks get a Slack message (``blocks``, and for experiments a coloured
   ``attachments`` block), with links to the web UI when ``webhooks.base_url`` is set.
 
@@ -29,8 +31,10 @@ from typing import Any
 __all__ = [
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "CustomData",
     "ExperimentFacts",
     "TaskLogFacts",
+    "custom_body",
     "dumps",
     "experiment_body",
     "ping_body",
@@ -120,6 +124,48 @@ def experiment_body(
     )
 
 
+@dataclass(frozen=True)
+class CustomData:
+    """What a trial's ``core_context.alert(title, description, level)`` sent."""
+
+    title: str
+    description: str
+    level: str
+
+
+def custom_body(
+    webhook_type: str,
+    facts: ExperimentFacts,
+    data: CustomData,
+    *,
+    trial_id: int | None,
+    now: dt.datetime,
+    base_url: str = "",
+) -> dict[str, Any]:
+    """The body of a ``CUSTOM`` event (an alert from a trial of ``facts``' experiment)."""
+    if webhook_type == "SLACK":
+        body = _slack_experiment(facts, now=now, base_url=base_url, trial_id=trial_id)
+        body["blocks"] = [
+            {
+                "type": "section",
+                "text": {"type": "plain_text", "text": "Event Data"},
+                "fields": [
+                    {"type": "mrkdwn", "text": f"*Level*: {data.level}"},
+                    {"type": "mrkdwn", "text": f"*Title*: {data.title}"},
+                    {"type": "mrkdwn", "text": f"*Description*: {data.description}"},
+                ],
+            }
+        ]
+        return body
+    experiment = experiment_body("DEFAULT", facts, now=now)["event_data"]["experiment"]
+    if trial_id:
+        experiment["trial_id"] = trial_id
+    custom = {"title": data.title, "description": data.description, "level": data.level}
+    return _event(
+        "CUSTOM", {"state": facts.state}, {"experiment": experiment, "custom_data": custom}, now
+    )
+
+
 def task_log_body(
     webhook_type: str, facts: TaskLogFacts, regex: str, *, now: dt.datetime, base_url: str = ""
 ) -> dict[str, Any]:
@@ -147,7 +193,9 @@ def _link(base_url: str, path: str, label: str) -> str:
     return f"<{base_url.rstrip('/')}{path} | {label}>" if base_url else label
 
 
-def _slack_experiment(facts: ExperimentFacts, *, now: dt.datetime, base_url: str) -> dict[str, Any]:
+def _slack_experiment(
+    facts: ExperimentFacts, *, now: dt.datetime, base_url: str, trial_id: int | None = None
+) -> dict[str, Any]:
     label = f"{facts.name} (#{facts.id})"
     link = _link(base_url, f"/experiments/{facts.id}", label)
     if facts.state == "COMPLETED":
@@ -168,6 +216,8 @@ def _slack_experiment(facts: ExperimentFacts, *, now: dt.datetime, base_url: str
         fields.append({"type": "mrkdwn", "text": f"*Workspace*: {facts.workspace}"})
     if facts.project:
         fields.append({"type": "mrkdwn", "text": f"*Project*: {facts.project}"})
+    if trial_id:
+        fields.append({"type": "mrkdwn", "text": f"*Trial ID*: {trial_id}"})
     return {
         "blocks": [{"type": "section", "text": {"type": "plain_text", "text": title}}],
         "attachments": [

@@ -41,9 +41,10 @@ from sqlalchemy import Engine, delete, event, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master import policy
 from stalwart.master.db.tables import (
+    Allocation,
     Experiment,
     MasterMeta,
     Project,
@@ -80,12 +81,13 @@ __all__ = [
     "install_webhook_outbox",
     "list_deliveries",
     "list_webhooks",
+    "post_custom_event",
     "scan_logs",
     "signing_key",
     "update_webhook_url",
 ]
 
-TRIGGER_TYPES = ("EXPERIMENT_STATE_CHANGE", "TASK_LOG")
+TRIGGER_TYPES = ("EXPERIMENT_STATE_CHANGE", "TASK_LOG", "CUSTOM")
 WEBHOOK_TYPES = ("DEFAULT", "SLACK")
 MODES = ("WORKSPACE", "SPECIFIC")
 CACHE_TTL = 5.0
@@ -193,6 +195,8 @@ def _check_url(url: str) -> str:
 
 def _condition(trigger_type: str, condition: dict[str, Any] | None) -> dict[str, Any]:
     given = dict(condition or {})
+    if trigger_type == "CUSTOM":
+        return given  # fired by alerts, whatever the condition says
     if trigger_type == "TASK_LOG":
         regex = given.get("regex")
         if set(given) != {"regex"} or not isinstance(regex, str) or not regex:
@@ -253,6 +257,10 @@ def create_webhook(session: Session, user: User, spec: WebhookSpec) -> WebhookVi
     triggers = []
     for given in spec.triggers:
         trigger_type = _enum(given.trigger_type, "TRIGGER_TYPE_", TRIGGER_TYPES, "trigger type")
+        if trigger_type == "CUSTOM" and mode != "SPECIFIC":
+            raise InvalidArgumentError(
+                "a custom trigger only works on a webhook with the mode WEBHOOK_MODE_SPECIFIC"
+            )
         triggers.append((trigger_type, _condition(trigger_type, given.condition)))
     webhook = Webhook(
         name=spec.name.strip(),
@@ -689,3 +697,75 @@ def scan_logs(session: Session, logs: Sequence[NewLog]) -> None:
             trigger.webhook_type, facts, trigger.regex_text, now=now, base_url=base_url
         )
         _add_delivery(session, trigger, "TASK_LOG", body)
+
+
+# --- custom events (a trial's core_context.alert) ---
+
+
+def post_custom_event(
+    session: Session,
+    user: User,
+    *,
+    allocation_id: str | None,
+    experiment_id: int,
+    trial_id: int | None,
+    data: payloads.CustomData,
+) -> int:
+    """Add the deliveries of an alert about experiment ``experiment_id`` (Determined's
+    ``PostWebhookEventData``); returns how many. A task may alert only about its own
+    experiment, a user about experiments they may change. The alert goes to the ``CUSTOM``
+    triggers of the webhooks the experiment's config names (``integrations.webhooks``, by id or
+    name, global or of the experiment's workspace), unless it sets ``exclude``."""
+    experiment = session.get(Experiment, experiment_id)
+    if experiment is None:
+        raise NotFoundError(f"experiment {experiment_id} not found")
+    if allocation_id is not None:
+        allocation = session.get(Allocation, allocation_id)
+        task = session.get(Task, allocation.task_id) if allocation is not None else None
+        if task is None or task.experiment_id != experiment_id:
+            raise ForbiddenError(
+                f"the allocation token of {allocation_id} cannot alert about experiment "
+                f"{experiment_id}: a task alerts only about its own experiment"
+            )
+    else:
+        policy.require_change_experiment(session, user, experiment)
+    scope = _experiment_scope(session, experiment)
+    if scope.exclude or not (scope.ids or scope.names):
+        return 0
+    hooks = session.scalars(
+        select(Webhook)
+        .where(
+            (Webhook.workspace_id.is_(None)) | (Webhook.workspace_id == scope.workspace_id),
+            Webhook.id.in_(sorted(scope.ids)) | Webhook.name.in_(sorted(scope.names)),
+        )
+        .order_by(Webhook.id)
+    ).all()
+    facts = _experiment_facts(session, experiment)
+    now, base_url, added = utcnow(), CACHE.base_url(session), 0
+    for hook in hooks:
+        customs = session.scalars(
+            select(WebhookTrigger.id).where(
+                WebhookTrigger.webhook_id == hook.id, WebhookTrigger.trigger_type == "CUSTOM"
+            )
+        ).all()
+        for trigger_id in customs:
+            trigger = _Trigger(
+                id=trigger_id,
+                trigger_type="CUSTOM",
+                state=None,
+                regex_text=None,
+                regex=None,
+                webhook_id=hook.id,
+                webhook_name=hook.name,
+                webhook_type=hook.webhook_type,
+                mode=hook.mode,
+                workspace_id=hook.workspace_id,
+                url=hook.url,
+            )
+            body = payloads.custom_body(
+                hook.webhook_type, facts, data, trial_id=trial_id, now=now, base_url=base_url
+            )
+            _add_delivery(session, trigger, "CUSTOM", body)
+            added += 1
+    session.commit()
+    return added

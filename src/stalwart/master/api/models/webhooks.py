@@ -9,8 +9,10 @@ from pydantic import Field
 from stalwart.master.api.models.common import WireModel, WireRequest
 
 __all__ = [
+    "CustomWebhookEventData",
     "GetWebhooksResponse",
     "PatchWebhookRequest",
+    "PostWebhookEventDataRequest",
     "PostWebhookResponse",
     "TestWebhookResponse",
     "V1Trigger",
@@ -105,3 +107,19 @@ class WebhookDeliveriesResponse(WireModel):
     """``GET /api/v1/webhooks/{id}/deliveries``."""
 
     deliveries: list[WebhookDelivery] = Field(default_factory=list, description="Newest first.")
+
+
+class CustomWebhookEventData(WireRequest):
+    """``v1CustomWebhookEventData``."""
+
+    title: str | None = Field(default=None, description="The alert's title.")
+    description: str | None = Field(default=None, description="The alert's text.")
+    level: str | None = Field(default=None, description="LOG_LEVEL_INFO, _WARNING...")
+
+
+class PostWebhookEventDataRequest(WireRequest):
+    """``v1PostWebhookEventDataRequest``: a trial's ``core_context.alert()``."""
+
+    data: CustomWebhookEventData | None = Field(default=None, description="The alert.")
+    experiment_id: int = Field(description="The experiment it is about.")
+    trial_id: int | None = Field(default=None, description="The trial that sent it.")
