@@ -133,6 +133,14 @@ def test_create_list_patch_delete_in_determined_shapes(client: TestClient, admin
         (
             {
                 "triggers": [
+                    {"triggerType": "TRIGGER_TYPE_TASK_LOG", "condition": {"regex": "(a+)+$"}}
+                ]
+            },
+            "repeats a repetition",
+        ),
+        (
+            {
+                "triggers": [
                     {
                         "triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
                         "condition": {"state": "DONE"},

@@ -26,6 +26,7 @@ Contracts:
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 import secrets
 import threading
@@ -207,6 +208,12 @@ def _condition(trigger_type: str, condition: dict[str, Any] | None) -> dict[str,
             re.compile(regex)
         except re.error as exc:
             raise InvalidArgumentError(f"invalid regex {regex!r}: {exc}") from exc
+        if _nested_repeat(regex):
+            raise InvalidArgumentError(
+                f"regex {regex!r} repeats a repetition (like (a+)+): it can take exponential "
+                "time on some lines, and every log line of the cluster is searched with it; "
+                "write it without nested repetition"
+            )
         return {"regex": regex}
     state = given.get("state")
     if set(given) != {"state"} or not isinstance(state, str):
@@ -215,6 +222,38 @@ def _condition(trigger_type: str, condition: dict[str, Any] | None) -> dict[str,
             f"another experiment state), got {given}"
         )
     return {"state": _enum(state, "STATE_", tuple(EXPERIMENT_TRANSITIONS), "experiment state")}
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """Whether ``pattern`` holds an unbounded repetition inside another one (star height > 1,
+    ``(a+)+``, ``(?:x*y)*``): the shape that makes a backtracking engine take exponential time.
+    Log lines are searched in the ingest path, so such patterns are refused."""
+    sre: Any = importlib.import_module("re._constants")  # the stdlib's own parser
+    sre_parse: Any = importlib.import_module("re._parser")
+
+    repeats = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None))
+
+    def walk(items: Any, inside: bool) -> bool:
+        for op, arg in items:
+            if op is not None and op in repeats:
+                unbounded = arg[1] == sre.MAXREPEAT
+                found = (unbounded and inside) or walk(arg[2], inside or unbounded)
+            elif op is sre.SUBPATTERN:
+                found = walk(arg[-1], inside)
+            elif op is sre.BRANCH:
+                found = any(walk(branch, inside) for branch in arg[1])
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                found = walk(arg[1], inside)
+            else:
+                found = False
+            if found:
+                return True
+        return False
+
+    try:
+        return walk(sre_parse.parse(pattern).data, False)
+    except Exception:  # a parser of another Python version: do not refuse
+        return False
 
 
 def _view(session: Session, webhook: Webhook) -> WebhookView:
@@ -415,9 +454,7 @@ class TriggerCache:
             entry = self._entries.get(engine)
         if entry is not None and now - entry.loaded_at < self.ttl:
             return entry
-        fresh = self._load(session, now)
-        if entry is not None and len(entry.settled) < self.MAX_SETTLED:
-            fresh.settled = entry.settled
+        fresh = self._load(session, now)  # decided pairs start over: a task may have moved
         with self._lock:
             self._entries[engine] = fresh
         return fresh
