@@ -51,6 +51,7 @@ def test_the_webhooks_page(
     page.get_by_label("Name", exact=True).fill("ui-hook")
     page.get_by_label("Log regex").fill("Traceback")
     page.get_by_role("button", name="Create webhook").click()
+    expect(page.locator("#toast")).to_contain_text("Created webhook")  # the answer came
     expect(page.locator("#webhook-error")).to_have_text("")
     (made,) = [w for w in client.list_webhooks() if w.id not in before]
     assert [(t.trigger_type, t.condition) for t in made.triggers] == [
