@@ -56,7 +56,7 @@ from stalwart.master.proxy import close_clients
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.logs import install_log_wakeups
-from stalwart.master.services.webhooks import install_webhook_outbox
+from stalwart.master.services.webhook_events import install_webhook_outbox
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.stopping import StopGate, StopMiddleware

@@ -31,6 +31,7 @@ from stalwart.master.api.models.webhooks import (
 )
 from stalwart.master.cluster.webhooks import post_once
 from stalwart.master.db.tables import utcnow
+from stalwart.master.services import webhook_events
 from stalwart.master.services import webhooks as svc
 from stalwart.master.services.webhook_payloads import CustomData, dumps, ping_body
 
@@ -92,7 +93,7 @@ def post_webhook_event_data(
     webhooks its experiment's config names."""
     data = body.data
     level = (data.level if data is not None else None) or "LOG_LEVEL_INFO"
-    svc.post_custom_event(
+    webhook_events.post_custom_event(
         session,
         caller.user,
         allocation_id=caller.allocation_id,

@@ -33,7 +33,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Allocation, Task, TaskLog, Trial, utcnow
-from stalwart.master.services.webhooks import scan_logs
+from stalwart.master.services.webhook_events import scan_logs
 from stalwart.master.state import Notifier, task_logs_key
 from stalwart.master.transitions import TRIAL_TERMINAL
 
