@@ -36,6 +36,7 @@ from stalwart.cli import token as token_cli
 from stalwart.cli import trial as trial_cli
 from stalwart.cli import up as up_cli
 from stalwart.cli import user as user_cli
+from stalwart.cli import webhook as webhook_cli
 from stalwart.cli import workspace as workspace_cli
 from stalwart.errors import StalwartError
 
@@ -73,6 +74,7 @@ app.add_typer(job_cli.app, name="job")
 app.add_typer(resources_cli.app, name="resources")
 app.add_typer(workspace_cli.app, name="workspace")
 app.add_typer(workspace_cli.project_app, name="project")
+app.add_typer(webhook_cli.app, name="webhook")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

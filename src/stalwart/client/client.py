@@ -27,6 +27,7 @@ import yaml
 
 from stalwart._retry import RetryPolicy
 from stalwart.client import jobs, template, tokens, usage
+from stalwart.client import webhook as webhook_api
 from stalwart.client.auth import DEFAULT_MASTER, TokenStore, canonical_url, client_env
 from stalwart.client.checkpoint import Checkpoint
 from stalwart.client.context import pack_context, wire_files
@@ -65,6 +66,7 @@ from stalwart.client.session import SDK_RETRY, Progress, Session
 from stalwart.client.task import TASK_KINDS, InteractiveTask, TaskKind, task_logs
 from stalwart.client.template import TemplateConfig
 from stalwart.client.trial import Trial
+from stalwart.client.webhook import Webhook, WebhookDelivery
 from stalwart.client.workspace import Project, Workspace, find_workspace
 from stalwart.errors import ConfigError, InvalidArgumentError
 from stalwart.master.api.models.model_registry import GetModelResponse, GetModelsResponse
@@ -597,6 +599,50 @@ class Client:
             MasterLogsResponse.model_validate(item).log_entry
             for item in self._session.stream("/api/v1/master/logs", params, follow=follow)
         )
+
+    # -- webhooks ------------------------------------------------------------------------------
+
+    def list_webhooks(self) -> list[Webhook]:
+        """The webhooks the user may manage (docs/webhooks.md)."""
+        return webhook_api.list_webhooks(self._session)
+
+    def create_webhook(
+        self,
+        url: str,
+        *,
+        name: str = "",
+        slack: bool = False,
+        workspace_id: int | None = None,
+        specific: bool = False,
+        states: Sequence[str] = (),
+        log_regexes: Sequence[str] = (),
+    ) -> Webhook:
+        """Create a webhook posting to ``url`` when an experiment reaches one of ``states``
+        (``COMPLETED``, ``ERROR``...) or a task logs a line matching one of ``log_regexes``.
+        ``workspace_id`` None makes it global (admins); ``specific``: only experiments that
+        name it in ``integrations.webhooks``; ``slack``: post Slack messages."""
+        return webhook_api.create_webhook(
+            self._session,
+            url,
+            name=name,
+            slack=slack,
+            workspace_id=workspace_id,
+            specific=specific,
+            states=states,
+            log_regexes=log_regexes,
+        )
+
+    def delete_webhook(self, webhook_id: int) -> None:
+        """Delete a webhook."""
+        webhook_api.delete_webhook(self._session, webhook_id)
+
+    def test_webhook(self, webhook_id: int) -> None:
+        """Post a test event to the webhook now (FailedPreconditionError when refused)."""
+        webhook_api.test_webhook(self._session, webhook_id)
+
+    def webhook_deliveries(self, webhook_id: int, *, limit: int = 50) -> list[WebhookDelivery]:
+        """The webhook's latest events and how their delivery went, newest first."""
+        return webhook_api.list_deliveries(self._session, webhook_id, limit=limit)
 
     # -- interactive tasks ---------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from stalwart.master.api import (
     usage,
     user_groups,
     users,
+    webhooks,
     workspace_roles,
     workspaces,
 )
@@ -56,6 +57,7 @@ from stalwart.master.api.browser import SecurityHeadersMiddleware
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
 from stalwart.master.cluster.loop import ClusterLoop
+from stalwart.master.cluster.webhooks import WebhookDeliverer
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
@@ -64,6 +66,7 @@ from stalwart.master.proxy import close_clients
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.logs import install_log_wakeups
+from stalwart.master.services.webhook_events import install_webhook_outbox
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.stopping import StopGate, StopMiddleware
@@ -118,6 +121,7 @@ def open_state(settings: MasterSettings) -> MasterState:
     state = MasterState(settings=settings, engine=engine, sessions=sessions)
     install_event_publisher(sessions, state.bus)
     install_log_wakeups(sessions, state.notifier)
+    install_webhook_outbox(sessions, state.webhook_wake, base_url=settings.webhooks.base_url)
     with sessions() as session:
         bootstrap(session, settings.security.initial_user_password)
         state.cluster_id = _cluster_id(session)
@@ -155,12 +159,17 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
             if loop is not None:
                 loop.start()
             app.state.cluster = loop
+            deliverer = WebhookDeliverer(state) if run_cluster else None  # off the request path
+            if deliverer is not None:
+                deliverer.start()
             try:
                 yield
             finally:
                 gate.begin()  # when the server did not (tests, an embedding server)
                 if loop is not None:
                     loop.stop()
+                if deliverer is not None:
+                    deliverer.stop()
                 state.rm.close()
                 await close_clients()  # the proxy's connections to tasks
                 log.info("master %s stopping", state.master_id)
@@ -207,6 +216,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         tokens,
         jobs,
         usage,
+        webhooks,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1

@@ -78,10 +78,12 @@ __all__ = [
     "require_create_in_project",
     "require_create_model",
     "require_delete_model_version",
+    "require_manage_webhooks",
     "require_manage_workspace",
     "require_view_experiment",
     "require_view_workspace",
     "sees_model",
+    "webhook_workspaces",
     "workspace_role",
 ]
 
@@ -174,6 +176,7 @@ TASK_ROUTES = frozenset(
         "interactive.report_idle",
         "batch.batch_start",
         "batch.batch_exit",
+        "webhooks.post_webhook_event_data",
     )
 )
 """Endpoints an allocation token may call (for its own allocation only); the Core API of the
@@ -300,6 +303,34 @@ def require_change_project(session: Session, user: User, project: Project, what:
         f"'{_workspace_name(session, project.workspace_id)}' is {role.label} (an editor of the "
         "workspace, the project's creator, or an admin can)"
     )
+
+
+def require_manage_webhooks(session: Session, user: User, workspace_id: int | None) -> None:
+    """ForbiddenError unless ``user`` may create, change, test or delete webhooks of workspace
+    ``workspace_id`` (editor or admin there), or global ones (None: cluster admins only)."""
+    if workspace_id is None:
+        if not user.admin:
+            raise ForbiddenError(
+                f"user {user.username} cannot manage global webhooks: only cluster admins can "
+                "(a workspace editor or admin can manage the webhooks of that workspace)"
+            )
+        return
+    role = _role_of(session, user, workspace_id)
+    if role < Role.EDITOR:
+        raise ForbiddenError(
+            f"user {user.username} cannot manage the webhooks of workspace "
+            f"'{_workspace_name(session, workspace_id)}': their role there is {role.label} (an "
+            "editor or admin role is needed)"
+        )
+
+
+def webhook_workspaces(session: Session, user: User) -> list[int] | None:
+    """The workspaces whose webhooks ``user`` sees (those they may manage: webhook URLs are
+    often secrets); None means every webhook, global ones included (cluster admins)."""
+    if user.admin:
+        return None
+    ids = list(session.scalars(select(Workspace.id)))
+    return [ws for ws in ids if _role_of(session, user, ws) >= Role.EDITOR]
 
 
 def hidden_project_ids(session: Session, user: User) -> list[int]:

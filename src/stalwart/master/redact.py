@@ -55,6 +55,7 @@ SECRET_KEYS = frozenset(
         "registrytoken",
         "agent_token",
         "initial_user_password",
+        "signing_key",
         "api_key",
         "private_key",
         "client_secret",

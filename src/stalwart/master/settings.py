@@ -21,7 +21,14 @@ from stalwart.environments.prepull import PrepullSettings
 from stalwart.errors import ConfigError
 from stalwart.master.rm.settings import AgentManagerSettings, ResourceManagerSettings
 
-__all__ = ["ClusterSettings", "Limits", "MasterSettings", "SecuritySettings", "load_settings"]
+__all__ = [
+    "ClusterSettings",
+    "Limits",
+    "MasterSettings",
+    "SecuritySettings",
+    "WebhookSettings",
+    "load_settings",
+]
 
 ENV_PREFIX = "STALWART_"
 
@@ -161,6 +168,42 @@ class ClusterSettings(_Settings):
     )
 
 
+class WebhookSettings(_Settings):
+    """How the master posts webhooks (docs/webhooks.md)."""
+
+    signing_key: str = Field(
+        default="",
+        description="Key of the `X-Determined-AI-Signature` HMAC. Empty: the master generates "
+        "one at first start and writes it to `<home>/webhook_signing_key`.",
+    )
+    base_url: str = Field(
+        default="",
+        description="The web UI's address (`https://stalwart.example.com`), for links in Slack "
+        "messages; empty: messages carry paths only.",
+    )
+    attempt_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds one delivery attempt may take."
+    )
+    max_attempts: int = Field(
+        default=5, ge=1, description="Attempts per event before it is given up (FAILED)."
+    )
+    backoff: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds before the first retry; each later retry waits twice as long "
+        "(at most `max_backoff`).",
+    )
+    max_backoff: float = Field(default=300.0, gt=0, description="Longest wait between attempts.")
+    concurrency: int = Field(
+        default=4, ge=1, description="Deliveries in flight at once (a slow receiver holds one)."
+    )
+    keep_finished: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Seconds delivered and failed events are kept (`stw webhook deliveries`).",
+    )
+
+
 def _default_home() -> Path:
     return Path("~/.stalwart").expanduser()
 
@@ -195,6 +238,9 @@ class MasterSettings(_Settings):
     )
     resource_pools: list[dict[str, Any]] = Field(
         default_factory=list, description="Resource pools (name, task_container_defaults...)."
+    )
+    webhooks: WebhookSettings = Field(
+        default_factory=WebhookSettings, description="Signing, retries and timeouts of webhooks."
     )
     resource_manager: ResourceManagerSettings = Field(
         default_factory=AgentManagerSettings,

@@ -205,6 +205,9 @@ class MasterState:
     clock: Clock = field(default_factory=SystemClock)
     """Where the cluster loop and the resource managers read the time (tests drive a
     :class:`~stalwart.master.clock.ManualClock`)."""
+    webhook_wake: threading.Event = field(default_factory=threading.Event)
+    """Set after a commit that added webhook deliveries: wakes the deliverer
+    (:mod:`stalwart.master.cluster.webhooks`)."""
     rm: ResourceManager = field(init=False)
     """The resource manager, built once from ``settings.resource_manager`` by
     ``open_state``; the loop and the API ask it for what they need."""

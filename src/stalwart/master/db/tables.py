@@ -65,6 +65,10 @@ __all__ = [
     "UserGroup",
     "UserGroupMember",
     "UserSession",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookLogMatch",
+    "WebhookTrigger",
     "Workspace",
     "WorkspaceGroupRole",
     "WorkspacePin",
@@ -671,3 +675,85 @@ class WorkspacePin(Base):
     )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     pinned_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Webhook(Base):
+    """A webhook: where the master posts news of experiments and task logs
+    (:mod:`stalwart.master.services.webhooks`).
+
+    ``workspace_id`` None is a global webhook (cluster admins manage it); otherwise it serves
+    that workspace's experiments and tasks (its editors and admins manage it). ``mode``
+    ``WORKSPACE`` fires for every experiment in scope, ``SPECIFIC`` only for experiments whose
+    config names it (``integrations.webhooks.webhook_id`` / ``webhook_name``).
+    """
+
+    __tablename__ = "webhooks"
+    __table_args__ = NEVER_REUSE_IDS
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    url: Mapped[str] = mapped_column(Text)
+    webhook_type: Mapped[str] = mapped_column(String(16))
+    """``DEFAULT`` (JSON event payload) or ``SLACK`` (a Slack message body)."""
+    mode: Mapped[str] = mapped_column(String(16), default="WORKSPACE")
+    """``WORKSPACE`` or ``SPECIFIC``."""
+    workspace_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), index=True
+    )
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class WebhookTrigger(Base):
+    """One trigger of a webhook: ``EXPERIMENT_STATE_CHANGE`` with ``condition``
+    ``{"state": "COMPLETED"}``, or ``TASK_LOG`` with ``{"regex": "..."}``."""
+
+    __tablename__ = "webhook_triggers"
+    __table_args__ = NEVER_REUSE_IDS
+    id: Mapped[int] = mapped_column(primary_key=True)
+    webhook_id: Mapped[int] = mapped_column(
+        ForeignKey("webhooks.id", ondelete="CASCADE"), index=True
+    )
+    trigger_type: Mapped[str] = mapped_column(String(32), index=True)
+    condition: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class WebhookDelivery(Base):
+    """One event to post to one webhook: the outbox. Written in the transaction that caused
+    the event (a state change, a batch of log lines), so a master killed at any point loses
+    none; the deliverer (:mod:`stalwart.master.cluster.webhooks`) posts it and records the
+    outcome. ``state``: ``PENDING`` (``next_attempt_at`` says when), ``DELIVERED`` or
+    ``FAILED`` (attempts used up, or the receiver refused it with a 4xx)."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),
+        NEVER_REUSE_IDS,
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    webhook_id: Mapped[int] = mapped_column(Integer, index=True)
+    """No foreign key: the row is written in the event's transaction, which a webhook deleted
+    meanwhile must not fail; deleting a webhook deletes its rows, and the deliverer drops a
+    row whose webhook is gone."""
+    event_type: Mapped[str] = mapped_column(String(32))
+    url: Mapped[str] = mapped_column(Text)
+    """The webhook's URL when the event happened."""
+    payload: Mapped[str] = mapped_column(Text)
+    """The exact body to post (JSON text); the signature is computed over it at each attempt."""
+    state: Mapped[str] = mapped_column(String(16), default="PENDING")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    """When the next attempt is due; while an attempt is in flight, the end of its lease."""
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(index=True)
+
+
+class WebhookLogMatch(Base):
+    """A task-log trigger that has fired for a task: each fires once per task (the first
+    matching line), so a chatty log cannot flood a receiver."""
+
+    __tablename__ = "webhook_log_matches"
+    task_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    trigger_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    """No foreign keys (as ``webhook_deliveries``): written while logs are stored, which a task
+    or webhook deleted meanwhile must not fail; the deliverer prunes rows of deleted tasks."""

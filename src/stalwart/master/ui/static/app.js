@@ -1,5 +1,5 @@
 // The Stalwart UI: a hash router (#/login, #/experiments, #/experiments/ID, #/trials/ID,
-// #/tasks, #/cluster), the theme toggle, and sign out. Each page polls the REST API and updates
+// #/tasks, #/cluster, #/webhooks), the theme toggle, and sign out. Each page polls the REST API and updates
 // in place.
 import * as api from "./api.js";
 import { main, newPage } from "./dom.js";
@@ -9,10 +9,11 @@ import { experimentsPage } from "./pages/experiments.js";
 import { loginPage } from "./pages/login.js";
 import { tasksPage } from "./pages/tasks.js";
 import { trialPage } from "./pages/trial.js";
+import { webhooksPage } from "./pages/webhooks.js";
 
 let routed = false;
 const NAV = [["nav-experiments", /^#\/(experiments|trials)/], ["nav-tasks", /^#\/tasks/],
-  ["nav-cluster", /^#\/cluster/]];
+  ["nav-cluster", /^#\/cluster/], ["nav-webhooks", /^#\/webhooks/]];
 
 function route() {
   const hash = location.hash || "#/experiments";
@@ -37,6 +38,7 @@ function route() {
   else if ((match = path.match(/^#\/trials\/(\d+)$/))) trialPage(Number(match[1]));
   else if (path === "#/cluster") clusterPage();
   else if (path === "#/tasks") tasksPage();
+  else if (path === "#/webhooks") webhooksPage();
   else experimentsPage();
   // After a navigation, keyboard focus starts at the new page's content (not on the first
   // load: Tab then reaches "Skip to content" first).

@@ -1,7 +1,7 @@
 """access_tokens: users' long-lived access tokens (their SHA-256), with expiry and revocation
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-04 10:00:00
 
 ``det token create`` gives a user a token that works until it expires or is revoked, whatever
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
