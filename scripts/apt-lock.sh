@@ -1,5 +1,9 @@
-# Sourced by the repo's installers before they call apt: one installer at a time on a machine
-# (parallel test workers may start two at once, and apt refuses a second while one runs).
-# The lock is released when the sourcing script exits.
-exec 9>"${TMPDIR:-/tmp}/stalwart-apt.lock"
-flock 9
+# Sourced by the repo's installers: `apt_locked CMD...` runs CMD (an apt-get call) holding one
+# machine-wide lock, so installers started at once (parallel test workers) take turns: apt
+# refuses a second apt while one runs. flock holds the lock itself (-o), so a daemon that a
+# package starts during the install does not inherit it; it waits at most 15 minutes.
+apt_lock_file="${TMPDIR:-/tmp}/stalwart-apt.lock"
+
+apt_locked() {
+    flock -o -w 900 "$apt_lock_file" "$@"
+}

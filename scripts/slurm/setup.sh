@@ -50,8 +50,9 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
     log "installing slurm-wlm and munge"
     source "$here/../apt-lock.sh"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null \
-        || { apt-get update >/dev/null && apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null; }
+    apt_locked apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null \
+        || { apt_locked apt-get update >/dev/null \
+             && apt_locked apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null; }
 fi
 
 # --- configuration ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ fi
 log=$(mktemp)
 trap '$sudo rm -f "${cleanup:-}"; rm -f "$log"' EXIT
 source "$(dirname "$0")/../apt-lock.sh"
-apt() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -q "$@" >>"$log" 2>&1; }
+apt() { apt_locked $sudo env DEBIAN_FRONTEND=noninteractive apt-get -q "$@" >>"$log" 2>&1; }
 echo "install.sh: installing ${packages[*]} with apt"
 if ! apt install -y --no-install-recommends "${packages[@]}"; then
     if ! { apt update && apt install -y --no-install-recommends "${packages[@]}"; }; then

@@ -26,7 +26,7 @@ fi
 source "$(dirname "$0")/../apt-lock.sh"
 export DEBIAN_FRONTEND=noninteractive
 echo "browser.sh: installing chromium with apt"
-$sudo apt-get install -y --no-install-recommends chromium >/dev/null \
-    || { $sudo apt-get update >/dev/null \
-         && $sudo apt-get install -y --no-install-recommends chromium >/dev/null; }
+apt_locked $sudo apt-get install -y --no-install-recommends chromium >/dev/null \
+    || { apt_locked $sudo apt-get update >/dev/null \
+         && apt_locked $sudo apt-get install -y --no-install-recommends chromium >/dev/null; }
 "$chromium" --version
