@@ -21,6 +21,7 @@ to the JSON routes). Rules: :mod:`stalwart.master.services.usage`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -54,15 +55,57 @@ _EndCamel = Annotated[str | None, Query(alias="endDate")]
 _KINDS = {"TRIAL": "experiment"}
 
 
-def _raw(
-    session: SessionDep, state: StateDep, after: str | None, before: str | None
-) -> RawResponse:
-    rows = svc.allocation_rows(
+@dataclass(frozen=True)
+class _Window:
+    """A time window's bounds as sent (either spelling), not yet parsed."""
+
+    after: str | None
+    before: str | None
+
+
+def _window(
+    after: _After = None,
+    before: _Before = None,
+    after_camel: _AfterCamel = None,
+    before_camel: _BeforeCamel = None,
+) -> _Window:
+    return _Window(after or after_camel, before or before_camel)
+
+
+@dataclass(frozen=True)
+class _Dates:
+    """A date range and period as sent (either spelling), not yet parsed."""
+
+    start: str | None
+    end: str | None
+    period: str | None
+
+
+def _dates(
+    start: _Start = None,
+    end: _End = None,
+    start_camel: _StartCamel = None,
+    end_camel: _EndCamel = None,
+    period: str | None = None,
+) -> _Dates:
+    return _Dates(start or start_camel, end or end_camel, period)
+
+
+WindowDep = Annotated[_Window, Depends(_window)]
+DatesDep = Annotated[_Dates, Depends(_dates)]
+
+
+def _rows(session: SessionDep, state: StateDep, window: _Window) -> list[svc.AllocationRow]:
+    return svc.allocation_rows(
         session,
-        svc.parse_time(after, "timestamp_after"),
-        svc.parse_time(before, "timestamp_before"),
+        svc.parse_time(window.after, "timestamp_after"),
+        svc.parse_time(window.before, "timestamp_before"),
         state.clock.now(),
     )
+
+
+def _raw(session: SessionDep, state: StateDep, window: _Window) -> RawResponse:
+    rows = _rows(session, state, window)
     return RawResponse(
         resource_entries=[
             RawEntry(
@@ -84,14 +127,12 @@ def _raw(
     )
 
 
-def _aggregated(
-    session: SessionDep, state: StateDep, start: str | None, end: str | None, period: str | None
-) -> AggregatedResponse:
+def _aggregated(session: SessionDep, state: StateDep, dates: _Dates) -> AggregatedResponse:
     usage = svc.aggregate(
         session,
-        svc.parse_date(start, "start_date"),
-        svc.parse_date(end, "end_date"),
-        period or svc.DAILY,
+        svc.parse_date(dates.start, "start_date"),
+        svc.parse_date(dates.end, "end_date"),
+        dates.period or svc.DAILY,
         state.clock.now(),
     )
     return AggregatedResponse(
@@ -115,13 +156,10 @@ def get_raw(
     _admin: AdminDep,
     session: SessionDep,
     state: StateDep,
-    after: _After = None,
-    before: _Before = None,
-    after_camel: _AfterCamel = None,
-    before_camel: _BeforeCamel = None,
+    window: WindowDep,
 ) -> RawResponse:
     """Every allocation that held slots in the window (admins)."""
-    return _raw(session, state, after or after_camel, before or before_camel)
+    return _raw(session, state, window)
 
 
 @router.get("/resources/allocation/aggregated", response_model=AggregatedResponse)
@@ -129,14 +167,10 @@ def get_aggregated(
     _admin: AdminDep,
     session: SessionDep,
     state: StateDep,
-    start: _Start = None,
-    end: _End = None,
-    start_camel: _StartCamel = None,
-    end_camel: _EndCamel = None,
-    period: str | None = None,
+    dates: DatesDep,
 ) -> AggregatedResponse:
     """Slot-seconds per day or month (admins)."""
-    return _aggregated(session, state, start or start_camel, end or end_camel, period)
+    return _aggregated(session, state, dates)
 
 
 def _csv(text: str, name: str) -> Response:
@@ -152,19 +186,11 @@ def allocations_csv(
     _admin: AdminDep,
     session: SessionDep,
     state: StateDep,
-    after: _After = None,
-    before: _Before = None,
-    after_camel: _AfterCamel = None,
-    before_camel: _BeforeCamel = None,
+    window: WindowDep,
 ) -> Response:
     """One CSV row per allocation that held slots in the window, with its image pull seconds
     (admins)."""
-    rows = svc.allocation_rows(
-        session,
-        svc.parse_time(after or after_camel, "timestamp_after"),
-        svc.parse_time(before or before_camel, "timestamp_before"),
-        state.clock.now(),
-    )
+    rows = _rows(session, state, window)
     return _csv(svc.csv_text(svc.CSV_COLUMNS, [r.csv_values() for r in rows]), "allocations")
 
 
@@ -173,13 +199,10 @@ def raw_csv(
     _admin: AdminDep,
     session: SessionDep,
     state: StateDep,
-    after: _After = None,
-    before: _Before = None,
-    after_camel: _AfterCamel = None,
-    before_camel: _BeforeCamel = None,
+    window: WindowDep,
 ) -> Response:
     """``/api/v1/resources/allocation/raw`` as CSV (admins)."""
-    raw = _raw(session, state, after or after_camel, before or before_camel)
+    raw = _raw(session, state, window)
     header = (
         "kind",
         "username",
@@ -217,15 +240,11 @@ def aggregated_csv(
     _admin: AdminDep,
     session: SessionDep,
     state: StateDep,
-    start: _Start = None,
-    end: _End = None,
-    start_camel: _StartCamel = None,
-    end_camel: _EndCamel = None,
-    period: str | None = None,
+    dates: DatesDep,
 ) -> Response:
     """``/api/v1/resources/allocation/aggregated`` as CSV, one row per period and grouping
     (``total``, ``username``, ``experiment_label``, ``resource_pool``, ``agent``) (admins)."""
-    agg = _aggregated(session, state, start or start_camel, end or end_camel, period)
+    agg = _aggregated(session, state, dates)
     rows = []
     for e in agg.resource_entries:
         rows.append([e.period_start, "total", "", f"{e.seconds:.3f}"])
