@@ -402,3 +402,31 @@ def test_tasks_of_a_workspace_use_its_pools_and_an_archived_one_takes_none(
     archived = launch(0)
     assert archived.status_code == 400
     assert "archived" in archived.json()["message"]
+
+
+def test_workspace_and_project_lists_filter_by_owner_and_archive_state(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    bob = _user(client, admin, "bob")
+    mine = _workspace(client, admin, "admins")
+    bobs = _workspace(client, bob, "bobs")
+    _project(client, admin, mine["id"], "kept")
+    gone = _project(client, bob, bobs["id"], "gone")
+    assert client.post(f"/api/v1/projects/{gone['id']}/archive", headers=admin).status_code == 200
+    assert client.post(f"/api/v1/workspaces/{bobs['id']}/archive", headers=admin).status_code == 200
+
+    def names(url: str, key: str, **params: Any) -> set[str]:
+        resp = client.get(url, params=params, headers=admin)
+        assert resp.status_code == 200, resp.text
+        return {x["name"] for x in resp.json()[key]}
+
+    ws = "/api/v1/workspaces"
+    assert names(ws, "workspaces", users=["bob"]) == {"bobs"}
+    assert names(ws, "workspaces", userIds=[mine["userId"]], archived=False) >= {"admins"}
+    assert "bobs" not in names(ws, "workspaces", archived=False)
+    assert names(ws, "workspaces", archived=True) == {"bobs"}
+    projects = "/api/v1/workspaces/0/projects"
+    assert names(projects, "projects", users=["bob"]) == {"gone"}
+    assert names(projects, "projects", archived=True) == {"gone"}
+    assert "gone" not in names(projects, "projects", archived=False, userIds=[mine["userId"]])
+    assert "kept" in names(projects, "projects", archived=False, userIds=[mine["userId"]])

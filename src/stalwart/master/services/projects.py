@@ -34,6 +34,7 @@ from stalwart.errors import (
 )
 from stalwart.master import policy
 from stalwart.master.db.tables import Experiment, Project, Trial, User, Workspace, utcnow
+from stalwart.master.services.workspaces import filter_owned
 
 __all__ = [
     "KEY_LENGTH",
@@ -154,12 +155,7 @@ def list_projects(
         query = query.where(Project.workspace_id == workspace_id)
     if name is not None:
         query = query.where(Project.name == name)
-    if archived is not None:
-        query = query.where(Project.archived.is_(archived))
-    if user_ids:
-        query = query.where(Project.user_id.in_(list(user_ids)))
-    if users:
-        query = query.where(Project.user_id.in_(select(User.id).where(User.username.in_(users))))
+    query = filter_owned(query, Project, archived=archived, users=users, user_ids=user_ids)
     views = [
         view_of(session, p)
         for p in session.scalars(query.order_by(Project.id))

@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from stalwart.config.merge import merge_layers
@@ -48,6 +48,7 @@ __all__ = [
     "create_workspace",
     "default_pool_for",
     "delete_workspace",
+    "filter_owned",
     "get_workspace",
     "list_workspaces",
     "patch_workspace",
@@ -142,6 +143,28 @@ def view_of(session: Session, user: User, workspace: Workspace) -> WorkspaceView
     )
 
 
+_Query = TypeVar("_Query", bound=Select[Any])
+
+
+def filter_owned(
+    query: _Query,
+    table: type[Workspace] | type[Project],
+    *,
+    archived: bool | None,
+    users: Sequence[str],
+    user_ids: Sequence[int],
+) -> _Query:
+    """``query`` narrowed to rows of ``table`` (workspaces or projects) in that archive state
+    (``None``: either) and owned by one of ``users`` (names) and ``user_ids`` (empty: anyone)."""
+    if archived is not None:
+        query = query.where(table.archived.is_(archived))
+    if user_ids:
+        query = query.where(table.user_id.in_(list(user_ids)))
+    if users:
+        query = query.where(table.user_id.in_(select(User.id).where(User.username.in_(users))))
+    return query
+
+
 def list_workspaces(
     session: Session,
     user: User,
@@ -161,12 +184,7 @@ def list_workspaces(
         query = query.where(func.lower(Workspace.name) == name.lower())
     if name_case_sensitive is not None:
         query = query.where(Workspace.name == name_case_sensitive)
-    if archived is not None:
-        query = query.where(Workspace.archived.is_(archived))
-    if user_ids:
-        query = query.where(Workspace.user_id.in_(list(user_ids)))
-    if users:
-        query = query.where(Workspace.user_id.in_(select(User.id).where(User.username.in_(users))))
+    query = filter_owned(query, Workspace, archived=archived, users=users, user_ids=user_ids)
     key = func.lower(Workspace.name) if sort_by_name else Workspace.id
     query = query.order_by(key.desc() if descending else key.asc(), Workspace.id)
     views = [
@@ -198,6 +216,21 @@ def _require_cluster_admin_for_agent(user: User) -> None:
         )
 
 
+def _apply_settings(
+    workspace: Workspace, user: User, change: WorkspaceChange, check_pool: PoolCheck | None
+) -> None:
+    """Set what ``change`` names besides the name (the agent user: cluster admins only)."""
+    if change.agent is not None:
+        _require_cluster_admin_for_agent(user)
+        _apply_agent(workspace, change.agent)
+    if change.checkpoint_storage is not None:
+        workspace.checkpoint_storage = _clean_storage(change.checkpoint_storage)
+    if change.default_compute_pool is not None:
+        workspace.default_compute_pool = _clean_pool(change.default_compute_pool, check_pool)
+    if change.default_aux_pool is not None:
+        workspace.default_aux_pool = _clean_pool(change.default_aux_pool, check_pool)
+
+
 def create_workspace(
     session: Session,
     user: User,
@@ -209,15 +242,7 @@ def create_workspace(
     """A new workspace owned, administered and pinned by ``user``."""
     change = change or WorkspaceChange()
     workspace = Workspace(name=_clean_name(session, name), user_id=user.id)
-    if change.agent is not None:
-        _require_cluster_admin_for_agent(user)
-        _apply_agent(workspace, change.agent)
-    if change.checkpoint_storage is not None:
-        workspace.checkpoint_storage = _clean_storage(change.checkpoint_storage)
-    if change.default_compute_pool is not None:
-        workspace.default_compute_pool = _clean_pool(change.default_compute_pool, check_pool)
-    if change.default_aux_pool is not None:
-        workspace.default_aux_pool = _clean_pool(change.default_aux_pool, check_pool)
+    _apply_settings(workspace, user, change, check_pool)
     session.add(workspace)
     session.flush()
     session.add(WorkspaceRole(workspace_id=workspace.id, user_id=user.id, role="admin"))
@@ -248,15 +273,7 @@ def patch_workspace(
     workspace = _changeable(session, user, workspace_id, "change")
     if change.name is not None and change.name.strip() != workspace.name:
         workspace.name = _clean_name(session, change.name, other_than=workspace.id)
-    if change.agent is not None:
-        _require_cluster_admin_for_agent(user)
-        _apply_agent(workspace, change.agent)
-    if change.checkpoint_storage is not None:
-        workspace.checkpoint_storage = _clean_storage(change.checkpoint_storage)
-    if change.default_compute_pool is not None:
-        workspace.default_compute_pool = _clean_pool(change.default_compute_pool, check_pool)
-    if change.default_aux_pool is not None:
-        workspace.default_aux_pool = _clean_pool(change.default_aux_pool, check_pool)
+    _apply_settings(workspace, user, change, check_pool)
     session.commit()
     return view_of(session, user, workspace)
 
