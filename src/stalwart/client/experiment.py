@@ -20,6 +20,7 @@ from stalwart.client.models import (
     ModelDefResponse,
     V1Experiment,
 )
+from stalwart.client.record import NamedRecord
 from stalwart.client.session import Session
 from stalwart.client.trial import Trial
 from stalwart.client.workspace import Workspace, find_workspace
@@ -41,7 +42,7 @@ def continue_override_text(config: str | Path | Mapping[str, Any] | None) -> str
     return yaml.safe_dump(dict(config), sort_keys=False)
 
 
-class Experiment:
+class Experiment(NamedRecord[V1Experiment]):
     """One experiment (``id``, ``name``, ``state``, ``config``; ``data`` holds all).
 
     ``data`` is what the master said when this object was made or last :meth:`reload`-ed;
@@ -49,21 +50,12 @@ class Experiment:
     """
 
     def __init__(self, session: Session, data: V1Experiment) -> None:
-        self._session = session
-        self.data = data
+        super().__init__(session, data)
         self.notices: list[str] = []
         """From :meth:`Client.create_experiment`: what the master noted about the config."""
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id}, state={self.state!r})"
-
-    @property
-    def id(self) -> int:
-        return self.data.id
-
-    @property
-    def name(self) -> str:
-        return self.data.name
 
     @property
     def state(self) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from stalwart.client.checkpoint import Checkpoint
-from stalwart.client.session import Session
+from stalwart.client.record import NamedRecord, Record
 from stalwart.master.api.models.model_registry import (
     GetModelResponse,
     GetModelVersionResponse,
@@ -32,12 +32,8 @@ def model_path(identifier: str | int) -> str:
     return f"/api/v1/models/{quote(str(identifier), safe='')}"
 
 
-class ModelVersion:
+class ModelVersion(Record[V1ModelVersion]):
     """One version of a model (``number``, ``name``, ``checkpoint``; ``data`` holds all)."""
-
-    def __init__(self, session: Session, data: V1ModelVersion) -> None:
-        self._session = session
-        self.data = data
 
     def __repr__(self) -> str:
         return f"ModelVersion(model={self.data.model.name!r}, number={self.number})"
@@ -85,8 +81,7 @@ class ModelVersion:
         return self
 
     def _patch(self, body: dict[str, Any]) -> ModelVersion:
-        answer = self._session.request("PATCH", self._path(), body=body)
-        self.data = GetModelVersionResponse.model_validate(answer).model_version
+        self.data = self._patch_answer(self._path(), body, GetModelVersionResponse).model_version
         return self
 
     def set_name(self, name: str) -> ModelVersion:
@@ -111,23 +106,11 @@ class ModelVersion:
         self._session.request("DELETE", self._path())
 
 
-class Model:
+class Model(NamedRecord[V1Model]):
     """A model of the registry (``id``, ``name``, ``workspace_id``...; ``data`` holds all)."""
-
-    def __init__(self, session: Session, data: V1Model) -> None:
-        self._session = session
-        self.data = data
 
     def __repr__(self) -> str:
         return f"Model(id={self.id}, name={self.name!r})"
-
-    @property
-    def id(self) -> int:
-        return self.data.id
-
-    @property
-    def name(self) -> str:
-        return self.data.name
 
     @property
     def description(self) -> str:
@@ -166,8 +149,7 @@ class Model:
         return self
 
     def _patch(self, body: dict[str, Any]) -> Model:
-        answer = self._session.request("PATCH", self._path(), body=body)
-        self.data = GetModelResponse.model_validate(answer).model
+        self.data = self._patch_answer(self._path(), body, GetModelResponse).model
         return self
 
     def update(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from stalwart.client.record import NamedRecord
 from stalwart.client.session import Session
 from stalwart.errors import NotFoundError
 from stalwart.master.api.models.projects import (
@@ -37,20 +38,8 @@ def find_workspace(session: Session, name: str) -> V1Workspace:
     return found[0]
 
 
-class Project:
+class Project(NamedRecord[V1Project]):
     """One project (``id``, ``name``, ``key``; ``data`` holds all of ``v1Project``)."""
-
-    def __init__(self, session: Session, data: V1Project) -> None:
-        self._session = session
-        self.data = data
-
-    @property
-    def id(self) -> int:
-        return self.data.id
-
-    @property
-    def name(self) -> str:
-        return self.data.name
 
     @property
     def key(self) -> str:
@@ -67,8 +56,8 @@ class Project:
     ) -> Project:
         """Rename, describe or re-key it; returns ``self``, reloaded."""
         body = {"name": name, "description": description, "key": key}
-        answer = self._session.request("PATCH", f"/api/v1/projects/{self.id}", body=body)
-        self.data = ProjectResponse.model_validate(answer).project
+        path = f"/api/v1/projects/{self.id}"
+        self.data = self._patch_answer(path, body, ProjectResponse).project
         return self
 
     def archive(self) -> None:
@@ -96,20 +85,8 @@ class Project:
         self._session.request("DELETE", f"/api/v1/projects/{self.id}")
 
 
-class Workspace:
+class Workspace(NamedRecord[V1Workspace]):
     """One workspace (``id``, ``name``; ``data`` holds all of ``v1Workspace``)."""
-
-    def __init__(self, session: Session, data: V1Workspace) -> None:
-        self._session = session
-        self.data = data
-
-    @property
-    def id(self) -> int:
-        return self.data.id
-
-    @property
-    def name(self) -> str:
-        return self.data.name
 
     def reload(self) -> Workspace:
         """Read the workspace again; returns ``self``."""
@@ -122,8 +99,8 @@ class Workspace:
         ``checkpoint_storage_config`` (``{}`` clears), ``default_compute_pool``,
         ``default_aux_pool`` (``""`` clears); returns ``self``, reloaded."""
         body = {_camel(k): v for k, v in changes.items()}
-        answer = self._session.request("PATCH", f"/api/v1/workspaces/{self.id}", body=body)
-        self.data = PatchWorkspaceResponse.model_validate(answer).workspace
+        path = f"/api/v1/workspaces/{self.id}"
+        self.data = self._patch_answer(path, body, PatchWorkspaceResponse).workspace
         return self
 
     def archive(self) -> None:
