@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from sqlalchemy.orm import Session
 
-from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep
 from stalwart.master.api.models.common import Empty, paginate
 from stalwart.master.api.models.model_registry import (
     GetModelLabelsResponse,
@@ -27,6 +28,7 @@ from stalwart.master.api.models.model_registry import (
     PostModelVersionRequest,
 )
 from stalwart.master.api.wire.model_registry import models_to_wire, versions_to_wire
+from stalwart.master.db.tables import Model, ModelVersion
 from stalwart.master.services import models as service
 
 __all__ = ["router"]
@@ -136,22 +138,23 @@ def delete_model(model_name: str, caller: CallerDep, session: SessionDep) -> Emp
     return Empty()
 
 
+def _set_archived(model_name: str, caller: Caller, session: Session, *, archived: bool) -> Empty:
+    model = service.find_model(session, caller.user, model_name)
+    service.archive_model(session, caller.user, model, archived=archived)
+    session.commit()
+    return Empty()
+
+
 @router.post("/models/{model_name}/archive", response_model=Empty)
 def archive_model(model_name: str, caller: CallerDep, session: SessionDep) -> Empty:
     """Archive a model: no changes or new versions until it is unarchived."""
-    model = service.find_model(session, caller.user, model_name)
-    service.archive_model(session, caller.user, model, archived=True)
-    session.commit()
-    return Empty()
+    return _set_archived(model_name, caller, session, archived=True)
 
 
 @router.post("/models/{model_name}/unarchive", response_model=Empty)
 def unarchive_model(model_name: str, caller: CallerDep, session: SessionDep) -> Empty:
     """Unarchive a model."""
-    model = service.find_model(session, caller.user, model_name)
-    service.archive_model(session, caller.user, model, archived=False)
-    session.commit()
-    return Empty()
+    return _set_archived(model_name, caller, session, archived=False)
 
 
 @router.post("/models/{model_name}/move", response_model=Empty)
@@ -163,6 +166,33 @@ def move_model(
     service.move_model(session, caller.user, model, body.destination_workspace_id)
     session.commit()
     return Empty()
+
+
+def _version_fields(
+    body: PostModelVersionRequest | PatchModelVersionRequest,
+) -> service.VersionFields:
+    return service.VersionFields(
+        name=body.name,
+        comment=body.comment,
+        notes=body.notes,
+        metadata=body.metadata,
+        labels=body.labels,
+    )
+
+
+def _find_version(
+    session: Session, caller: Caller, model_name: str, version_num: int
+) -> tuple[Model, ModelVersion]:
+    """The model as named in the path and its version ``version_num`` (404 naming the model
+    as asked)."""
+    model = service.find_model(session, caller.user, model_name)
+    return model, service.get_version(session, model, version_num, shown=model_name)
+
+
+def _version_answer(
+    session: Session, model: Model, version: ModelVersion
+) -> GetModelVersionResponse:
+    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
 
 
 @router.get("/models/{model_name}/versions", response_model=GetModelVersionsResponse)
@@ -192,16 +222,10 @@ def post_model_version(
 ) -> GetModelVersionResponse:
     """Register a COMPLETED checkpoint as the model's next version."""
     model = service.find_model(session, caller.user, model_name)
-    fields = service.VersionFields(
-        name=body.name,
-        comment=body.comment,
-        notes=body.notes,
-        metadata=body.metadata,
-        labels=body.labels,
-    )
+    fields = _version_fields(body)
     version = service.register_version(session, caller.user, model, body.checkpoint_uuid, fields)
     session.commit()
-    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+    return _version_answer(session, model, version)
 
 
 @router.get("/models/{model_name}/versions/{version_num}", response_model=GetModelVersionResponse)
@@ -209,9 +233,8 @@ def get_model_version(
     model_name: str, version_num: int, caller: CallerDep, session: SessionDep
 ) -> GetModelVersionResponse:
     """One version of a model."""
-    model = service.find_model(session, caller.user, model_name)
-    version = service.get_version(session, model, version_num, shown=model_name)
-    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+    model, version = _find_version(session, caller, model_name, version_num)
+    return _version_answer(session, model, version)
 
 
 @router.patch("/models/{model_name}/versions/{version_num}", response_model=GetModelVersionResponse)
@@ -223,18 +246,11 @@ def patch_model_version(
     session: SessionDep,
 ) -> GetModelVersionResponse:
     """Change a version's name, comment, notes, metadata or labels."""
-    model = service.find_model(session, caller.user, model_name)
-    version = service.get_version(session, model, version_num, shown=model_name)
-    fields = service.VersionFields(
-        name=body.name,
-        comment=body.comment,
-        notes=body.notes,
-        metadata=body.metadata,
-        labels=body.labels,
-    )
+    model, version = _find_version(session, caller, model_name, version_num)
+    fields = _version_fields(body)
     service.patch_version(session, caller.user, model, version, fields)
     session.commit()
-    return GetModelVersionResponse(model_version=versions_to_wire(session, model, [version])[0])
+    return _version_answer(session, model, version)
 
 
 @router.delete("/models/{model_name}/versions/{version_num}", response_model=Empty)
@@ -242,8 +258,7 @@ def delete_model_version(
     model_name: str, version_num: int, caller: CallerDep, session: SessionDep
 ) -> Empty:
     """Delete a version (its checkpoint is no longer kept for it)."""
-    model = service.find_model(session, caller.user, model_name)
-    version = service.get_version(session, model, version_num, shown=model_name)
+    model, version = _find_version(session, caller, model_name, version_num)
     service.delete_version(session, caller.user, model, version)
     session.commit()
     return Empty()
@@ -258,6 +273,5 @@ def get_model_version_metrics(
 ) -> ModelVersionMetricsResponse:
     """Metrics of trials that reported using this version (Determined's inference and
     fine-tuning source info); Stalwart's tasks do not report that yet, so the list is empty."""
-    model = service.find_model(session, caller.user, model_name)
-    service.get_version(session, model, version_num, shown=model_name)
+    _find_version(session, caller, model_name, version_num)
     return ModelVersionMetricsResponse()
