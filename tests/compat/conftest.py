@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -24,11 +25,13 @@ import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+from urllib.parse import urlparse
 
 import httpx
 import pytest
 
+from stalwart.local import LocalCluster
 from tests.conftest import PORT_OFFSET_VARIABLE
 
 DET_VERSION = "0.38.1"
@@ -288,16 +291,71 @@ def describe(done: subprocess.CompletedProcess[str]) -> str:
     )
 
 
-@pytest.fixture
-def det(det_venv: Path, stalwart_master: MasterProcess, tmp_path: Path) -> Det:
-    """The official CLI, with a token store private to this test."""
-    home = tmp_path / "det-home"
+def det_at(det_venv: Path, master: MasterProcess, home: Path) -> Det:
+    """A ``det`` with its own token store under ``home`` (see the ``det`` fixture)."""
     config_dir = home / "det-config"
     config_dir.mkdir(parents=True)
     env = _clean_env(home)
     env["XDG_CONFIG_HOME"] = str(home / ".config")
     env["DET_DEBUG_CONFIG_PATH"] = str(config_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    return Det(
-        executable=det_venv / "bin" / "det", master=stalwart_master, config_dir=config_dir, env=env
+    return Det(executable=det_venv / "bin" / "det", master=master, config_dir=config_dir, env=env)
+
+
+def logged_in_admin(
+    det_venv: Path, master: MasterProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Det:
+    """A ``det`` logged in as ``admin`` (empty password), for a module's ``admin`` fixture."""
+    cli = det_at(det_venv, master, tmp_path_factory.mktemp("admin"))
+    cli.login("admin", "")
+    return cli
+
+
+def local_agent(
+    master: MasterProcess,
+    agent_id: str,
+    slots: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
+) -> Iterator[LocalCluster]:
+    """For a module's ``agent`` fixture (``yield from``): a local agent attached to ``master``,
+    stopped afterwards."""
+    port = urlparse(master.url).port
+    assert port is not None
+    cluster = LocalCluster(home=master.home, port=port, env=dict(env or {}))
+    cluster.start_agent(agent_id, slots=slots, extra=extra)
+    try:
+        yield cluster
+    finally:
+        cluster.stop_agent(agent_id)
+
+
+def sdk_result(
+    det_venv: Path,
+    cli: Det,
+    script: Path,
+    *args: str,
+    marker: str = "SDK_RESULT",
+    timeout: float = 120.0,
+) -> Any:
+    """Run ``script MASTER_URL ARGS...`` with the det venv's python as ``cli``'s user; asserts
+    it exits 0 and returns the JSON it printed after ``marker``."""
+    done = subprocess.run(
+        [str(det_venv / "bin" / "python"), str(script), cli.master.url, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=dict(cli.env),
+        stdin=subprocess.DEVNULL,
     )
+    assert done.returncode == 0, describe(done)
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith(f"{marker} "))
+    return json.loads(line.removeprefix(f"{marker} "))
+
+
+@pytest.fixture
+def det(det_venv: Path, stalwart_master: MasterProcess, tmp_path: Path) -> Det:
+    """The official CLI, with a token store private to this test."""
+    return det_at(det_venv, stalwart_master, tmp_path / "det-home")

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.compat.conftest import Det, describe
+from tests.compat.conftest import Det, sdk_result
 from tests.compat.test_det_workflows import (
     AGENT_ID,
     WAIT_S,
@@ -61,18 +60,9 @@ def test_master_config(admin: Det) -> None:
 
 
 def test_resource_pools_through_the_official_bindings(admin: Det, det_venv: Path) -> None:
-    done = subprocess.run(
-        [str(det_venv / "bin" / "python"), str(WORKFLOWS / "resource_pools.py"), admin.master.url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=dict(admin.env),
-        stdin=subprocess.DEVNULL,
+    result = sdk_result(
+        det_venv, admin, WORKFLOWS / "resource_pools.py", marker="POOLS_RESULT", timeout=60
     )
-    assert done.returncode == 0, describe(done)
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("POOLS_RESULT "))
-    result = json.loads(line.removeprefix("POOLS_RESULT "))
     assert result["priority"] is True
     (default,) = [p for p in result["pools"] if p["name"] == "default"]
     assert default["default"] is True

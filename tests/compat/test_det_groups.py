@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.conftest import Det, MasterProcess, describe
-from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id, _det
+from tests.compat.conftest import Det, MasterProcess, describe, det_at, logged_in_admin
+from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id
 
 pytestmark = pytest.mark.compat
 
@@ -24,15 +24,14 @@ PASSWORD = "Long-password-1"
 def admin(
     det_venv: Path, stalwart_master: MasterProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Det:
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
+    cli = logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
     for name in ("alice", "bob"):
         cli.ok("user", "create", name, "--password", PASSWORD)
     return cli
 
 
 def _user(det_venv: Path, master: MasterProcess, tmp_path: Path, name: str) -> Det:
-    cli = _det(det_venv, master, tmp_path / name)
+    cli = det_at(det_venv, master, tmp_path / name)
     cli.login(name, PASSWORD)
     return cli
 

@@ -28,8 +28,8 @@ import pytest
 from websockets.sync.client import connect
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, _start_master, _stop, describe
-from tests.compat.test_det_workflows import UUID, WORKFLOWS, _det, admin
+from tests.compat.conftest import Det, MasterProcess, _start_master, _stop, describe, det_at
+from tests.compat.test_det_workflows import UUID, WORKFLOWS, admin
 
 __all__ = ["admin"]  # logged in as admin, on this module's master and agent
 from tests.netns import Node, network_node, require_netns
@@ -178,7 +178,7 @@ def test_an_outsider_gets_403_from_the_proxy(
     notebook_id = admin.ok("notebook", "start", "-d", "-w", "private").stdout.strip()
     try:
         _wait_state(admin, "notebook", notebook_id, "RUNNING")
-        outsider = _det(det_venv, stalwart_master, tmp_path / "outsider")
+        outsider = det_at(det_venv, stalwart_master, tmp_path / "outsider")
         outsider.login("outsider", "Long-password-1")
         denied = httpx.get(
             f"{admin.master.url}/proxy/{notebook_id}/lab",

@@ -19,13 +19,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe
-from tests.compat.test_det_workflows import UUID, WORKFLOWS, _det
+from tests.compat.conftest import Det, MasterProcess, describe, local_agent, logged_in_admin
+from tests.compat.test_det_workflows import UUID, WORKFLOWS
 
 pytestmark = pytest.mark.compat
 
@@ -35,14 +34,7 @@ WAIT_S = 90.0
 @pytest.fixture(scope="module")
 def agent(stalwart_master: MasterProcess) -> Iterator[LocalCluster]:
     """A local agent with one slot."""
-    port = urlparse(stalwart_master.url).port
-    assert port is not None
-    cluster = LocalCluster(home=stalwart_master.home, port=port)
-    cluster.start_agent("jobs", slots=1)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_agent("jobs")
+    yield from local_agent(stalwart_master, "jobs", 1)
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +44,7 @@ def admin(
     agent: LocalCluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Det:
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
-    return cli
+    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
 def _jobs(cli: Det) -> list[dict[str, Any]]:

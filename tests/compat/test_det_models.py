@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,12 +25,11 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.tables import Project, Workspace
-from tests.compat.conftest import Det, MasterProcess, describe
+from tests.compat.conftest import Det, MasterProcess, describe, det_at, sdk_result
 from tests.compat.test_det_workflows import (
     WAIT_S,
     WORKFLOWS,
     _created_id,
-    _det,
     _wait_state,
     admin,
     agent,
@@ -244,25 +242,14 @@ def test_the_sdk(
     admin: Det, trained: Trained, det_venv: Path, stalwart_master: MasterProcess, tmp_path: Path
 ) -> None:
     workspace = _workspace(stalwart_master, "sdk-elsewhere")
-    done = subprocess.run(
-        [
-            str(det_venv / "bin" / "python"),
-            str(WORKFLOWS / "registry_sdk.py"),
-            admin.master.url,
-            trained.latest,
-            "sdk-elsewhere",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=dict(admin.env),
-        stdin=subprocess.DEVNULL,
+    result = sdk_result(
+        det_venv,
+        admin,
+        WORKFLOWS / "registry_sdk.py",
+        trained.latest,
+        "sdk-elsewhere",
+        str(tmp_path),
     )
-    assert done.returncode == 0, describe(done)
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("SDK_RESULT "))
-    result = json.loads(line.removeprefix("SDK_RESULT "))
     assert result["created"]["workspace"] == 1
     assert result["same"] is True
     assert result["listed"] == ["sdk-model"]
@@ -298,7 +285,7 @@ def test_workspace_roles_hide_and_guard_models(
     users: dict[str, Det] = {}
     for name in ("vera", "bob"):
         admin.ok("user", "create", name, "--password", "Long-password-1")
-        users[name] = _det(det_venv, stalwart_master, tmp_path / name)
+        users[name] = det_at(det_venv, stalwart_master, tmp_path / name)
         users[name].login(name, "Long-password-1")
     vera_id = next(
         u["id"] for u in api.get("/api/v1/users").json()["users"] if u["username"] == "vera"

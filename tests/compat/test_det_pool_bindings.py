@@ -14,8 +14,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.compat.conftest import Det, MasterProcess, _start_master, _stop, describe
-from tests.compat.test_det_workflows import WORKFLOWS, _created_id, _det
+from tests.compat.conftest import (
+    Det,
+    MasterProcess,
+    _start_master,
+    _stop,
+    describe,
+    det_at,
+    logged_in_admin,
+)
+from tests.compat.test_det_workflows import WORKFLOWS, _created_id
 
 pytestmark = pytest.mark.compat
 
@@ -43,8 +51,7 @@ def stalwart_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master
 def admin(
     det_venv: Path, stalwart_master: MasterProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Det:
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
+    cli = logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
     cli.ok("user", "create", "carol", "--password", PASSWORD)
     return cli
 
@@ -136,7 +143,7 @@ def test_binding_refusals(
     assert no_workspace.returncode != 0
     assert "workspace 'atlantis' not found" in no_workspace.stdout + no_workspace.stderr
 
-    carol = _det(det_venv, stalwart_master, tmp_path / "carol")
+    carol = det_at(det_venv, stalwart_master, tmp_path / "carol")
     carol.login("carol", PASSWORD)
     for verb in ("add", "replace", "remove"):
         refused = carol.run("resource-pool", "bindings", verb, "second", "Uncategorized")

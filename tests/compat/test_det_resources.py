@@ -18,13 +18,12 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe
-from tests.compat.test_det_workflows import UUID, _det
+from tests.compat.conftest import Det, MasterProcess, describe, det_at, local_agent, logged_in_admin
+from tests.compat.test_det_workflows import UUID
 
 pytestmark = pytest.mark.compat
 
@@ -47,14 +46,9 @@ def agent(
         "STALWART_FAKE_ENGINE_DIR": str(tmp_path_factory.mktemp("engine")),
         "STALWART_FAKE_PULL_SECONDS": str(PULL_S),
     }
-    port = urlparse(stalwart_master.url).port
-    assert port is not None
-    cluster = LocalCluster(home=stalwart_master.home, port=port, env=env)
-    cluster.start_agent("usage", slots=1, extra=["--container-runtime", "docker"])
-    try:
-        yield cluster
-    finally:
-        cluster.stop_agent("usage")
+    yield from local_agent(
+        stalwart_master, "usage", 1, env=env, extra=["--container-runtime", "docker"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +58,7 @@ def admin(
     agent: LocalCluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Det:
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
-    return cli
+    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
 def _stamp(value: dt.datetime) -> str:
@@ -147,7 +139,7 @@ def test_only_admins_read_usage(
 ) -> None:
     _, start, end = ran
     admin.ok("user", "create", "carol", "--password", "Usage-test-pass-1")
-    carol = _det(det_venv, stalwart_master, tmp_path / "carol")
+    carol = det_at(det_venv, stalwart_master, tmp_path / "carol")
     carol.login("carol", "Usage-test-pass-1")
     done = carol.run("resources", "raw", _stamp(start), _stamp(end), "--json")
     assert "only an admin" in done.stdout + done.stderr, describe(done)

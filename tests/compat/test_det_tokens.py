@@ -18,8 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.compat.conftest import Det, MasterProcess, describe
-from tests.compat.test_det_workflows import _det
+from tests.compat.conftest import Det, MasterProcess, describe, det_at, logged_in_admin
 
 pytestmark = pytest.mark.compat
 
@@ -28,7 +27,7 @@ WAIT_S = 30.0
 
 
 def _user_cli(det_venv: Path, master: MasterProcess, home: Path, name: str) -> Det:
-    cli = _det(det_venv, master, home)
+    cli = det_at(det_venv, master, home)
     cli.login(name, PASSWORD)
     return cli
 
@@ -38,8 +37,7 @@ def users(
     det_venv: Path, stalwart_master: MasterProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Det]:
     """The admin, and two users ``alice`` and ``bob``, each logged in with a CLI of their own."""
-    admin = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    admin.login("admin", "")
+    admin = logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
     clis = {"admin": admin}
     for name in ("alice", "bob"):
         admin.ok("user", "create", name, "--password", PASSWORD)
@@ -82,7 +80,7 @@ def test_create_list_describe_edit_and_login_with_a_token(
     described = json.loads(alice.ok("token", "describe", str(token_id), "--json").stdout)
     assert described[0]["description"] == "work laptop"
 
-    fresh = _det(det_venv, stalwart_master, tmp_path / "fresh")
+    fresh = det_at(det_venv, stalwart_master, tmp_path / "fresh")
     done = fresh.ok("token", "login", token)
     assert "Authenticated as alice." in done.stdout
     assert "logged in as user 'alice'" in fresh.ok("user", "whoami").stdout
@@ -99,7 +97,7 @@ def test_a_revoked_token_is_refused_and_only_its_owner_or_an_admin_revokes(
 ) -> None:
     alice = users["alice"]
     token_id, token = _created(alice.ok("token", "create"))
-    fresh = _det(det_venv, stalwart_master, tmp_path / "fresh")
+    fresh = det_at(det_venv, stalwart_master, tmp_path / "fresh")
     fresh.ok("token", "login", token)
     assert "alice" in fresh.ok("user", "whoami").stdout
 
@@ -117,7 +115,7 @@ def test_a_revoked_token_is_refused_and_only_its_owner_or_an_admin_revokes(
     assert inactive[0]["revoked"] is True
     # det shows its own "Unauthenticated" line; the master's answer says why
     env = {"DET_USER": "alice", "DET_USER_TOKEN": token}
-    plain = _det(det_venv, stalwart_master, tmp_path / "env").run("user", "whoami", extra_env=env)
+    plain = det_at(det_venv, stalwart_master, tmp_path / "env").run("user", "whoami", extra_env=env)
     assert plain.returncode != 0, describe(plain)
     assert "Unauthenticated" in plain.stderr, describe(plain)
     answer = _me(stalwart_master, token)
@@ -158,7 +156,7 @@ def test_an_expired_token_is_refused_and_env_tokens_work(
     )
     assert done.returncode == 0, done.stderr
     token_id, token = done.stdout.split()
-    cli = _det(det_venv, stalwart_master, tmp_path / "env")
+    cli = det_at(det_venv, stalwart_master, tmp_path / "env")
     env = {"DET_USER": "bob", "DET_USER_TOKEN": token}
     first = cli.run("user", "whoami", extra_env=env)
     assert first.returncode == 0, describe(first)

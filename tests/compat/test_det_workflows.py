@@ -23,12 +23,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
-from urllib.parse import urlparse
 
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import DET_TIMEOUT_S, Det, MasterProcess, _clean_env, describe
+from tests.compat.conftest import (
+    DET_TIMEOUT_S,
+    Det,
+    MasterProcess,
+    describe,
+    det_at,
+    local_agent,
+    logged_in_admin,
+    sdk_result,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -39,28 +47,10 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 LOGIN_REFUSED = "Invalid username/password combination"
 
 
-def _det(det_venv: Path, master: MasterProcess, home: Path) -> Det:
-    """A ``det`` with its own token store under ``home`` (see the ``det`` fixture)."""
-    config_dir = home / "det-config"
-    config_dir.mkdir(parents=True)
-    env = _clean_env(home)
-    env["XDG_CONFIG_HOME"] = str(home / ".config")
-    env["DET_DEBUG_CONFIG_PATH"] = str(config_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return Det(det_venv / "bin" / "det", master, config_dir, env)
-
-
 @pytest.fixture(scope="module")
 def agent(stalwart_master: MasterProcess) -> Iterator[LocalCluster]:
     """A local agent with two slots, attached to the module's master."""
-    port = urlparse(stalwart_master.url).port
-    assert port is not None
-    cluster = LocalCluster(home=stalwart_master.home, port=port)
-    cluster.start_agent(AGENT_ID, slots=2)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_agent(AGENT_ID)
+    yield from local_agent(stalwart_master, AGENT_ID, 2)
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +61,7 @@ def admin(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Det:
     """The official CLI logged in as ``admin`` (empty password), shared by the module."""
-    cli = _det(det_venv, stalwart_master, tmp_path_factory.mktemp("admin"))
-    cli.login("admin", "")
-    return cli
+    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +220,7 @@ def test_user_workflows(admin: Det, det_venv: Path, tmp_path: Path) -> None:
 
     admin.ok("user", "create", "alice", "--password", "Wonder-land1")
     assert "alice" in admin.ok("user", "list").stdout
-    alice = _det(det_venv, admin.master, tmp_path / "alice")
+    alice = det_at(det_venv, admin.master, tmp_path / "alice")
     alice.login("alice", "Wonder-land1")
     assert "You are logged in as user 'alice'" in alice.ok("user", "whoami").stdout
     info = alice.ok("master", "info").stdout  # a non-admin user reads the master too
@@ -412,24 +400,9 @@ def test_agent_and_slot_list(admin: Det) -> None:
 
 
 def test_sdk_workflow(admin: Det, det_venv: Path, model_dir: Path, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            str(det_venv / "bin" / "python"),
-            str(WORKFLOWS / "sdk_workflow.py"),
-            admin.master.url,
-            str(model_dir),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=dict(admin.env),
-        stdin=subprocess.DEVNULL,
+    result = sdk_result(
+        det_venv, admin, WORKFLOWS / "sdk_workflow.py", str(model_dir), str(tmp_path)
     )
-    assert done.returncode == 0, describe(done)
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("SDK_RESULT "))
-    result = json.loads(line.removeprefix("SDK_RESULT "))
     assert result["whoami"] == "admin"
     assert result["wait"] == "ExperimentState.COMPLETED"
     ((_, trial_state),) = result["trials"]

@@ -24,14 +24,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.compat.conftest import Det, describe
+from tests.compat.conftest import Det, describe, det_at, sdk_result
 from tests.compat.test_det_workflows import (
     UUID,
     WAIT_S,
     WORKFLOWS,
     _config,
     _created_id,
-    _det,
     _experiment,
     _wait_state,
     admin,
@@ -201,7 +200,7 @@ def test_a_user_without_a_role_sees_neither_the_workspace_nor_its_projects(
     workspace_id = _workspace(admin, "private")["id"]
     _api(admin, "PUT", f"/workspaces/{workspace_id}/roles/default", {"role": "none"})
     admin.ok("user", "create", "outsider", "--password", "Long-passw0rd")
-    outsider = _det(Path(admin.executable).parents[1], admin.master, tmp_path / "outsider")
+    outsider = det_at(Path(admin.executable).parents[1], admin.master, tmp_path / "outsider")
     outsider.login("outsider", "Long-passw0rd")
     assert "private" not in outsider.ok("workspace", "list").stdout
     _refused(outsider.run("project", "list", "private"), "No workspace found")
@@ -312,7 +311,7 @@ def test_a_task_of_a_workspace_with_an_agent_user_runs_as_that_user(admin: Det) 
 
 def test_non_admins_cannot_set_a_workspace_agent_user(admin: Det, tmp_path: Path) -> None:
     admin.ok("user", "create", "member", "--password", "Long-passw0rd")
-    member = _det(Path(admin.executable).parents[1], admin.master, tmp_path / "member")
+    member = det_at(Path(admin.executable).parents[1], admin.master, tmp_path / "member")
     member.login("member", "Long-passw0rd")
     _refused(
         member.run(
@@ -339,23 +338,7 @@ def test_non_admins_cannot_set_a_workspace_agent_user(admin: Det, tmp_path: Path
 
 def test_the_official_sdk(admin: Det, det_venv: Path, model_dir: Path) -> None:
     exp_id = _paused(admin, model_dir, 1, "sdk-moved")
-    done = subprocess.run(
-        [
-            str(det_venv / "bin" / "python"),
-            str(WORKFLOWS / "workspaces_sdk.py"),
-            admin.master.url,
-            str(exp_id),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=dict(admin.env),
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, describe(done)
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("SDK_RESULT "))
-    result = json.loads(line.removeprefix("SDK_RESULT "))
+    result = sdk_result(det_venv, admin, WORKFLOWS / "workspaces_sdk.py", str(exp_id))
     assert result["created"] == "sdk-space"
     assert result["got"] is True
     assert "sdk-space" in result["listed"]

@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe
+from tests.compat.conftest import Det, MasterProcess, describe, det_at
 from tests.compat.conftest import det_venv as det_venv
-from tests.compat.test_det_workflows import UUID, _det
+from tests.compat.test_det_workflows import UUID
 from tests.integration.api import Api
 from tests.slurm.masters import job_ids
 
@@ -44,7 +44,7 @@ def admin(det_venv: Path, slurm_master: tuple[LocalCluster, Api, Path], tmp_path
         log_path=cluster.home / "logs" / "master.log",
         process=cluster.master,
     )
-    cli = _det(det_venv, master, tmp_path / "det")
+    cli = det_at(det_venv, master, tmp_path / "det")
     cli.login("admin", "")
     return cli
 
