@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe, local_agent, logged_in_admin
-from tests.compat.test_det_workflows import UUID, WORKFLOWS
+from tests.compat.conftest import Det, MasterProcess, describe, local_agent
+from tests.compat.test_det_workflows import UUID, WORKFLOWS, admin
+
+__all__ = ["admin"]  # logged in as admin, on this module's master and agent
 
 pytestmark = pytest.mark.compat
 
@@ -35,16 +37,6 @@ WAIT_S = 90.0
 def agent(stalwart_master: MasterProcess) -> Iterator[LocalCluster]:
     """A local agent with one slot."""
     yield from local_agent(stalwart_master, "jobs", 1)
-
-
-@pytest.fixture(scope="module")
-def admin(
-    det_venv: Path,
-    stalwart_master: MasterProcess,
-    agent: LocalCluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Det:
-    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
 def _jobs(cli: Det) -> list[dict[str, Any]]:

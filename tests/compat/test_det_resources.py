@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from stalwart.local import LocalCluster
-from tests.compat.conftest import Det, MasterProcess, describe, det_at, local_agent, logged_in_admin
-from tests.compat.test_det_workflows import UUID
+from tests.compat.conftest import Det, MasterProcess, describe, det_at, local_agent
+from tests.compat.test_det_workflows import UUID, admin
+
+__all__ = ["admin"]  # logged in as admin, on this module's master and agent
 
 pytestmark = pytest.mark.compat
 
@@ -49,16 +51,6 @@ def agent(
     yield from local_agent(
         stalwart_master, "usage", 1, env=env, extra=["--container-runtime", "docker"]
     )
-
-
-@pytest.fixture(scope="module")
-def admin(
-    det_venv: Path,
-    stalwart_master: MasterProcess,
-    agent: LocalCluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Det:
-    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
 def _stamp(value: dt.datetime) -> str:
