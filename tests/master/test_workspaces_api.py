@@ -103,6 +103,10 @@ def test_a_workspace_is_created_administered_and_pinned_by_its_creator(
     assert client.get("/api/v1/workspaces?pinned=true", headers=alice).json()["workspaces"] == []
     dup = client.post("/api/v1/workspaces", json={"name": "TEAM"}, headers=admin)
     assert dup.status_code == 409, dup.text
+    # a name SQLite's lower() does not fold (found by the API fuzz test: it answered 500)
+    _workspace(client, admin, "Équipe")
+    again = client.post("/api/v1/workspaces", json={"name": "Équipe"}, headers=admin)
+    assert again.status_code == 409, again.text
 
 
 def test_only_admins_change_a_workspace_and_only_cluster_admins_its_agent_user(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from stalwart.config.merge import merge_layers
@@ -92,7 +92,10 @@ def _clean_name(session: Session, name: str, *, other_than: int | None = None) -
         raise InvalidArgumentError("a workspace name must not be empty")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidArgumentError(f"a workspace name is at most {MAX_NAME_LENGTH} characters")
-    query = select(Workspace.id).where(func.lower(Workspace.name) == name.lower())
+    # the exact name too: SQLite's lower() folds ASCII only, and the unique index is exact
+    query = select(Workspace.id).where(
+        or_(Workspace.name == name, func.lower(Workspace.name) == name.lower())
+    )
     if other_than is not None:
         query = query.where(Workspace.id != other_than)
     if session.scalar(query) is not None:
