@@ -259,6 +259,17 @@ def test_a_workspace_with_experiments_is_not_deleted(
     assert client.delete("/api/v1/workspaces/1", headers=admin).status_code == 400
 
 
+def test_a_workspace_with_models_is_not_deleted(client: TestClient, admin: dict[str, str]) -> None:
+    ws = _workspace(client, admin, "registry")["id"]
+    made = client.post("/api/v1/models", json={"name": "m1", "workspaceId": ws}, headers=admin)
+    assert made.status_code == 200, made.text
+    refused = client.delete(f"/api/v1/workspaces/{ws}", headers=admin)
+    assert refused.status_code == 400, refused.text
+    assert "holds 1 model(s)" in refused.json()["message"]
+    assert client.delete("/api/v1/models/m1", headers=admin).status_code == 200
+    assert client.delete(f"/api/v1/workspaces/{ws}", headers=admin).json() == {"completed": True}
+
+
 def test_moving_experiments_needs_roles_on_both_sides(
     client: TestClient, admin: dict[str, str]
 ) -> None:

@@ -30,6 +30,7 @@ from stalwart.errors import (
 from stalwart.master import policy
 from stalwart.master.db.tables import (
     Experiment,
+    Model,
     Project,
     Task,
     User,
@@ -305,8 +306,8 @@ def set_pinned(session: Session, user: User, workspace_id: int, pinned: bool) ->
 
 
 def delete_workspace(session: Session, user: User, workspace_id: int) -> None:
-    """Delete an empty workspace with its (empty) projects; refused while it holds experiments
-    or running tasks."""
+    """Delete an empty workspace with its (empty) projects; refused while it holds experiments,
+    models or running tasks."""
     workspace = _changeable(session, user, workspace_id, "delete")
     projects = select(Project.id).where(Project.workspace_id == workspace.id)
     experiments = session.scalar(select(func.count()).where(Experiment.project_id.in_(projects)))
@@ -314,6 +315,12 @@ def delete_workspace(session: Session, user: User, workspace_id: int) -> None:
         raise FailedPreconditionError(
             f"workspace '{workspace.name}' holds {experiments} experiment(s): move them to "
             "another workspace (det experiment move) or delete them first"
+        )
+    models = session.scalar(select(func.count()).where(Model.workspace_id == workspace.id))
+    if models:
+        raise FailedPreconditionError(
+            f"workspace '{workspace.name}' holds {models} model(s) of the model registry: move "
+            "them to another workspace (det model move) or delete them first"
         )
     running = session.scalar(
         select(func.count()).where(Task.workspace_id == workspace.id, Task.end_time.is_(None))
