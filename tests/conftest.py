@@ -60,6 +60,12 @@ class _ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships n
         return _group(nodeid)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Serial groups first (a stable sort, the same on every worker): their modules run one
+    after another on one worker, the longest chain of the run, so it should start at once."""
+    items.sort(key=lambda item: _group(item.nodeid) not in SERIAL_GROUPS)
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
     """Schedule ``--dist loadfile`` runs by :func:`_group` (other modes: xdist's own)."""
     if config.getvalue("dist") != "loadfile":
