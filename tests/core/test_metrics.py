@@ -1,18 +1,24 @@
-"""MetricsShipper over a scripted master: batching what is queued, order, 413 splits, errors."""
+"""MetricsShipper over a scripted master: batching what is queued, order, 413 splits, errors,
+flushes (and a checkpoint reported only after the metrics before it)."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from stalwart import errors
+from stalwart.core import DummyDistributedContext
+from stalwart.core._checkpoint import CheckpointContext
 from stalwart.core._client import RetryPolicy, Session
 from stalwart.core._metrics import MetricsShipper, prepare_report
+from stalwart.core._storage import DirectoryStorage
+from stalwart.core._train import TrainContext
 
 FAST = RetryPolicy(initial_backoff_s=0.001, max_backoff_s=0.01, deadline_s=5.0)
 WAIT_S = 10.0
@@ -169,3 +175,69 @@ def test_publish_blocks_while_the_queue_is_full() -> None:
     shipper.close()
     session.close()
     assert landed == [1, 2, 3]
+
+
+def test_flush_waits_for_what_was_published() -> None:
+    first_seen = threading.Event()
+    release = threading.Event()
+    landed: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        first_seen.set()
+        assert release.wait(WAIT_S)
+        landed.extend(steps(request))
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler)
+    shipper.flush()  # nothing published yet: returns at once
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    assert first_seen.wait(WAIT_S)
+    shipper.publish(prepare_report("training", 2, {"loss": 0.5}))
+    flushing = threading.Thread(target=shipper.flush)
+    flushing.start()
+    flushing.join(0.2)
+    assert flushing.is_alive()  # the master has not answered yet
+    release.set()
+    flushing.join(WAIT_S)
+    assert not flushing.is_alive()
+    assert landed == [1, 2]  # both posted before flush returned
+    shipper.publish(prepare_report("training", 3, {"loss": 0.3}))  # still usable
+    shipper.close()
+    session.close()
+    assert landed == [1, 2, 3]
+
+
+def test_a_checkpoint_is_reported_after_the_metrics_before_it(tmp_path: Path) -> None:
+    """A resumed run starts after the trial's latest checkpoint: the metrics reported before
+    that checkpoint must have reached the master first, or a lost run leaves a gap."""
+    order: list[str] = []
+    checkpoint_seen = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/trials/metrics/batch":
+            # a slow master: a checkpoint report sent without waiting would overtake this one
+            checkpoint_seen.wait(0.2)
+            order.extend(f"metrics {step}" for step in steps(request))
+        elif request.url.path == "/api/v1/checkpoints":
+            checkpoint_seen.set()
+            order.append(f"checkpoint {json.loads(request.content)['metadata']['steps_completed']}")
+        return httpx.Response(200, json={})
+
+    session = Session("http://m:8080", "tok", retry=FAST, transport=httpx.MockTransport(handler))
+    train = TrainContext(session, trial_id=7, trial_run_id=1, experiment_id=1, allocation_id="a")
+    checkpoints = CheckpointContext(
+        DummyDistributedContext(),
+        DirectoryStorage(tmp_path),
+        session,
+        task_id="t",
+        allocation_id="a",
+        storage_backend_id=None,
+        before_report=train.flush_metrics,
+    )
+    for step in (1, 2, 3):
+        train.report_training_metrics(step, {"loss": 1.0 / step})
+        with checkpoints.store_path({"steps_completed": step}) as (path, _uuid):
+            (path / "state").write_text(str(step))
+    train.close()
+    session.close()
+    assert order == [item for s in (1, 2, 3) for item in (f"metrics {s}", f"checkpoint {s}")]

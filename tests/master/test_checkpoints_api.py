@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from stalwart.master.db.tables import Checkpoint, MetricReport, StorageBackend, Trial
+from stalwart.master.db.tables import Allocation, Checkpoint, MetricReport, StorageBackend, Trial
 from stalwart.master.state import MasterState
+from stalwart.master.transitions import set_allocation_state
 from tests.master.test_allocations_api import (
     CONFIG,
     TrialEnv,
@@ -118,6 +119,35 @@ def test_report_is_idempotent_and_latest_checkpoint_only_moves_forward(
         trial = session.get(Trial, env.trial_id)
         assert trial is not None
         assert trial.latest_checkpoint == "ck-2"
+
+
+def test_an_ended_allocation_cannot_move_the_latest_checkpoint(
+    client: TestClient, env: TrialEnv
+) -> None:
+    """An orphaned run (its agent was lost, the trial runs again elsewhere) keeps training; a
+    checkpoint it reports would make the next run resume past metrics the master refused."""
+    report(client, env, "ck-1", 100)
+    state = master_state(client)
+    with state.sessions() as session:
+        allocation = session.get(Allocation, env.allocation_id)
+        assert allocation is not None
+        allocation.exit_reason = "agent a1 was lost (no sync for 3s)"
+        for step in ("TERMINATING", "TERMINATED"):
+            set_allocation_state(session, allocation, step)
+        session.commit()
+    resp = client.post(
+        "/api/v1/checkpoints", json=report_body(env, "ck-2", 200), headers=env.headers
+    )
+    assert resp.status_code == 400, resp.text
+    assert "has ended (agent a1 was lost" in resp.text
+    report(client, env, "ck-1", 100)  # a retried report of what was accepted is still a no-op
+    failed = report_body(env, "ck-3", 300, state="STATE_ERROR", resources={})
+    assert client.post("/api/v1/checkpoints", json=failed, headers=env.headers).status_code == 200
+    with state.sessions() as session:
+        assert session.get(Checkpoint, "ck-2") is None
+        trial = session.get(Trial, env.trial_id)
+        assert trial is not None
+        assert trial.latest_checkpoint == "ck-1"
 
 
 def test_report_validation_and_access(

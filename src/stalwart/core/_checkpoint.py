@@ -15,7 +15,9 @@ Contract:
   /api/v1/checkpoints`` (wire doc 5.5) with every file and directory stored as ``resources``
   (sizes as strings, ``metadata.json`` included). A failed upload removes what it stored and
   reports nothing, so a partial checkpoint is never registered. The report is idempotent on the
-  UUID, so a retry after a master restart is safe. If the ``store_path`` block raises, its
+  UUID, so a retry after a master restart is safe. Before it, the metrics reported earlier are
+  flushed (``before_report``), so an accepted checkpoint never stands ahead of them. If the
+  ``store_path`` block raises, its
   directory is removed and nothing is uploaded or reported.
 - A storage failure of an unsharded ``store_path`` or ``upload`` (an ``OSError`` such as a full
   disk, ``ENOSPC``, or a :class:`~stalwart.storage.StorageError`, in the block or after it)
@@ -61,7 +63,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -715,14 +717,17 @@ class CheckpointContext(_Checkpoints):
         task_id: str,
         allocation_id: str,
         storage_backend_id: int | None,
+        before_report: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(dist, storage)
         self._session = session
+        self._before_report = before_report
         self._task_id = task_id
         self._allocation_id = allocation_id
         self._storage_backend_id = storage_backend_id
 
     def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
+        self._before_report()
         self._session.post(
             "/api/v1/checkpoints",
             {

@@ -229,6 +229,7 @@ def _trial(
             task_id=env.task_id,
             allocation_id=env.allocation_id,
             storage_backend_id=int(backend_id) if backend_id is not None else None,
+            before_report=train.flush_metrics,
         ),
         distributed=dist,
         preempt=PreemptContext(session, env.allocation_id, dist, preempt_mode),

@@ -17,6 +17,10 @@ Contract:
   the next :meth:`publish` or by :meth:`close` (Determined's behaviour). A 413 splits the batch.
   A thread inside :func:`background_reporter` (the profiler) never gets that error: it stays
   pending for the training code.
+- :meth:`flush` waits until everything published before it has been posted (or has failed);
+  the checkpoint context calls it before it reports a checkpoint, so a checkpoint the master
+  accepted never stands ahead of metrics reported before it (a resumed run starts after that
+  checkpoint and would not report them again).
 - :meth:`close` flushes: everything published before it is sent (or fails) within the session's
   retry deadline, counted from the call. A process that exits without closing flushes at exit.
 """
@@ -116,6 +120,10 @@ def prepare_report(
 _STOP = object()
 
 
+class _Flushed(threading.Event):
+    """A queue marker: set by the metrics thread once every item before it was posted."""
+
+
 class _ByteQueue:
     """A FIFO of encoded reports bounded by their total size (one item larger than the bound
     is still accepted when the queue is empty)."""
@@ -138,7 +146,7 @@ class _ByteQueue:
 
     def take(self, max_items: int, max_bytes: int) -> list[object]:
         """The oldest items (at least one, waiting for it): up to ``max_items`` and until their
-        size reaches ``max_bytes``; a stop marker ends the list."""
+        size reaches ``max_bytes``; a stop or flush marker ends the list."""
         with self._cond:
             while not self._items:
                 self._cond.wait()
@@ -148,7 +156,7 @@ class _ByteQueue:
                 item, item_size = self._items.popleft()
                 out.append(item)
                 size += item_size
-                if item is _STOP:
+                if item is _STOP or isinstance(item, _Flushed):
                     break
             self._bytes -= size
             self._cond.notify_all()
@@ -240,6 +248,17 @@ class MetricsShipper:
         raw = self._wire(report)
         self._queue.put(raw, len(raw) + 1)
 
+    def flush(self) -> None:
+        """Wait until every report published before this call was posted or failed (a
+        failure stays pending for the next report). Returns at once when nothing was ever
+        published or the shipper is closed."""
+        with self._lock:
+            if self._closed or self._thread.ident is None:
+                return
+        marker = _Flushed()
+        self._queue.put(marker, 0)
+        marker.wait()
+
     def close(self, *, raise_errors: bool = True) -> None:
         """Flush and stop the thread; then raise a pending error (unless ``raise_errors`` is
         False, when it is only logged). Idempotent."""
@@ -266,11 +285,13 @@ class MetricsShipper:
         stopping = False
         while not stopping:
             batch = self._queue.take(self._max_batch, self._max_batch_bytes)
-            if batch and batch[-1] is _STOP:
-                stopping = True
-                batch.pop()
-            if batch:
-                self._ship([raw for raw in batch if isinstance(raw, bytes)])
+            marker = batch[-1] if batch else None
+            stopping = marker is _STOP
+            reports = [raw for raw in batch if isinstance(raw, bytes)]
+            if reports:
+                self._ship(reports)
+            if isinstance(marker, _Flushed):
+                marker.set()
 
     def _ship(self, batch: list[bytes]) -> None:
         content = b'{"reports":[' + b",".join(batch) + b"]}"

@@ -245,6 +245,11 @@ class TrainContext(_Reporting):
             raise ValueError("tensorboard manager is required for this method")
         self._tensorboard.sync(selector, mangler, force=True)
 
+    def flush_metrics(self) -> None:
+        """Wait until the metrics reported so far were posted (see
+        :meth:`MetricsShipper.flush`)."""
+        self._shipper.flush()
+
     def close(self, *, raise_errors: bool = True) -> None:
         """Upload the last TensorBoard files (AUTO mode, chief), then flush the queued metrics
         (see :meth:`MetricsShipper.close`)."""

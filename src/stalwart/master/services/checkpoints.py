@@ -7,6 +7,10 @@ Contracts:
   is required (InvalidArgumentError). The checkpoint is linked to its task's trial and
   experiment; a COMPLETED checkpoint becomes the trial's ``latest_checkpoint`` unless that one
   is further along. ``size`` is the sum of the resource sizes.
+- A COMPLETED checkpoint of a trial reported by an allocation that has ended (an orphaned run
+  whose agent was lost while the trial runs again elsewhere) is refused
+  (FailedPreconditionError): it would move the trial's latest checkpoint past metrics the
+  master refused from that run, and the next run would resume after them.
 - A task (allocation token) may only report, patch or delete checkpoints of its own task
   (ForbiddenError); a user's rights on the task are checked by the route
   (``policy.require_change_tasks`` / ``policy.require_change_checkpoints``).
@@ -31,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from stalwart.errors import (
     AlreadyExistsError,
+    FailedPreconditionError,
     ForbiddenError,
     InvalidArgumentError,
     NotFoundError,
@@ -168,6 +173,17 @@ def _steps(metadata: Mapping[str, Any]) -> int:
         raise InvalidArgumentError("metadata.steps_completed must be an integer") from exc
 
 
+def _check_allocation_live(session: Session, allocation_id: str | None, task: Task) -> None:
+    allocation = session.get(Allocation, allocation_id) if allocation_id else None
+    if allocation is None or allocation.end_time is None:
+        return
+    raise FailedPreconditionError(
+        f"allocation {allocation.id} of trial {task.trial_id} has ended "
+        f"({allocation.exit_reason or allocation.state}); a checkpoint it reports now is not "
+        "recorded: the trial resumes from the checkpoints its current run reports"
+    )
+
+
 def report_checkpoint(
     session: Session, report: CheckpointReport, *, caller_allocation_id: str | None
 ) -> tuple[Checkpoint, bool]:
@@ -200,6 +216,8 @@ def report_checkpoint(
     task = session.get(Task, task_id)
     if task is None:
         raise NotFoundError(f"task {task_id} not found")
+    if task.trial_id is not None and state == "COMPLETED":
+        _check_allocation_live(session, report.allocation_id or caller_allocation_id, task)
     if report.storage_id is not None and session.get(StorageBackend, report.storage_id) is None:
         raise InvalidArgumentError(f"unknown storageId {report.storage_id}")
     ckpt = Checkpoint(
