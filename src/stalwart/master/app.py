@@ -35,6 +35,7 @@ from stalwart.master.api import (
     info,
     interactive,
     jobs,
+    legacy,
     log_retention,
     logs,
     model_registry,
@@ -235,5 +236,6 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1
+    app.include_router(legacy.router)  # /tasks, /checkpoints/{uuid}, /experiments/{id}/preview_gc
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app
