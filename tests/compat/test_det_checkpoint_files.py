@@ -4,9 +4,9 @@ get_metrics``, downloads through the master (legacy ``GET /checkpoints/{uuid}``)
 gc-policy``'s preview (legacy ``GET /experiments/{id}/preview_gc``), ``Experiment.
 delete_tensorboard_files`` and the legacy ``GET /tasks``.
 
-One experiment (``workflows/ckpt_files_trial.py``: checkpoints at steps 2 and 4 with four files
-each, and a TensorBoard event file) runs on a local agent; its checkpoints live in the master's
-default ``shared_fs`` storage under the master's home, so the tests check the files themselves.
+One experiment (``workflows/ckpt_files_trial.py``: checkpoints at steps 2, 4 and 6 with four
+files each, and a TensorBoard event file) runs on a local agent; its checkpoints live in the
+master's default ``shared_fs`` storage under its home, so the tests check the files themselves.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def ended(
     config.write_text(
         "name: ckpt-files\nentrypoint: python3 trial.py\n"
         "searcher:\n  name: single\n  metric: loss\n  smaller_is_better: true\n"
-        "checkpoint_storage:\n  save_trial_latest: 2\n"
+        "checkpoint_storage:\n  save_trial_latest: 3\n"
         "max_restarts: 0\n",
         encoding="utf-8",
     )
@@ -117,8 +117,8 @@ def test_gc_policy_preview_lists_what_the_policy_would_delete(
         stdin="n\n",
     )
     out = done.stdout + done.stderr
-    # steps 2 is neither the latest nor kept as best: 1 of the 2 checkpoints would go
-    assert "This policy will delete 0 checkpoints with validations and 1 checkpoints" in out, (
+    # only the newest (steps 6) is kept: 2 of the 3 checkpoints would go
+    assert "This policy will delete 0 checkpoints with validations and 2 checkpoints" in out, (
         describe(done)
     )
     assert "Aborting operations." in out, describe(done)
@@ -132,7 +132,7 @@ def test_gc_policy_preview_lists_what_the_policy_would_delete(
         "--save-trial-best",
         "0",
         "--save-trial-latest",
-        "2",
+        "3",
         stdin="n\n",
     )
     assert "delete 0 checkpoints with validations and 0 checkpoints" in keep_all.stdout, describe(
@@ -145,10 +145,10 @@ def test_download_through_the_master(
 ) -> None:
     _exp_id, ckpts = ended
     target = tmp_path / "cli"
-    admin.ok("checkpoint", "download", ckpts[4], "--mode", "master", "-o", str(target))
+    admin.ok("checkpoint", "download", ckpts[6], "--mode", "master", "-o", str(target))
     assert (target / "model" / "weights.pt").read_bytes() == b"w" * 100
     assert "state.json" in {p.name for p in target.iterdir()}
-    files = sdk_result(det_venv, admin, SDK, "download", ckpts[4], str(tmp_path / "sdk"))
+    files = sdk_result(det_venv, admin, SDK, "download", ckpts[6], str(tmp_path / "sdk"))
     assert [f for f in FILES if not f.endswith("/")] == files
 
 
@@ -156,7 +156,7 @@ def test_checkpoint_metrics_answer_for_known_checkpoints(
     det_venv: Path, admin: Det, ended: tuple[int, dict[int, str]]
 ) -> None:
     _exp_id, ckpts = ended
-    assert sdk_result(det_venv, admin, SDK, "metrics", ckpts[4]) == []
+    assert sdk_result(det_venv, admin, SDK, "metrics", ckpts[6]) == []
 
 
 def test_rm_deletes_matching_files_and_records_what_is_left(
@@ -228,6 +228,36 @@ def test_delete_tensorboard_files_of_an_experiment(
     assert sdk_result(det_venv, admin, SDK, "delete-tb", str(exp_id)) == "deleted"
     assert not found[0].exists()
     assert (_storage(stalwart_master) / ckpts[4] / "state.json").exists()  # checkpoints stay
+
+
+def test_set_gc_policy_collects_what_the_new_policy_drops(
+    det_venv: Path, stalwart_master: MasterProcess, admin: Det, ended: tuple[int, dict[int, str]]
+) -> None:
+    exp_id, ckpts = ended
+    assert _get(det_venv, admin, ckpts[6])["state"] == "COMPLETED"
+    done = admin.ok(
+        "experiment",
+        "set",
+        "gc-policy",
+        str(exp_id),
+        "--save-experiment-best",
+        "0",
+        "--save-trial-best",
+        "0",
+        "--save-trial-latest",
+        "0",
+        "--yes",
+    )
+    assert f"Set GC policy of experiment {exp_id}" in done.stdout
+    config = admin.ok("experiment", "config", str(exp_id)).stdout
+    assert "save_trial_latest: 0" in config
+    deadline = time.monotonic() + WAIT_S
+    while (_storage(stalwart_master) / ckpts[6]).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (_storage(stalwart_master) / ckpts[6]).exists()
+    assert _get(det_venv, admin, ckpts[6])["state"] == "DELETED"
+    # a partially deleted checkpoint is not the policy's to collect
+    assert (_storage(stalwart_master) / ckpts[4] / "state.json").exists()
 
 
 def test_legacy_tasks_maps_live_allocations(

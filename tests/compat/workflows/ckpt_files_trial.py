@@ -1,6 +1,6 @@
 """A Core API trial for the checkpoint-files tests (runs on the agent's own Python).
 
-Four steps reporting ``loss = 1 / step``; at steps 2 and 4 a validation and a checkpoint holding
+Six steps reporting ``loss = 1 / step``; at steps 2, 4 and 6 a validation and a checkpoint holding
 ``state.json``, ``notes.txt``, ``model/weights.pt`` and ``model/extra.bin``. It also writes a
 TensorBoard event file that the Core API uploads to the trial's storage. Prints ``DONE``.
 """
@@ -14,7 +14,7 @@ def main() -> None:
     with det.core.init() as ctx:
         events = ctx.train.get_tensorboard_path() / "events.out.tfevents.1.stalwart"
         events.write_bytes(b"\0" * 16)
-        for step in range(1, 5):
+        for step in range(1, 7):
             ctx.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
             if step % 2:
                 continue

@@ -20,6 +20,8 @@ Contracts:
 - :func:`delete_tensorboard_files` removes every trial's TensorBoard files of an experiment
   (``<cluster id>/tensorboard/experiment/<e>/``) from the experiment's checkpoint storage and
   answers how many files went; none there is not an error.
+- :func:`set_gc_policy` changes an experiment's ``save_*`` counts; the cluster loop's
+  checkpoint GC applies them once the experiment has ended (again, if it was collected).
 - Storage failures are :class:`~stalwart.storage.errors.StorageError` with the storage named.
 """
 
@@ -49,6 +51,7 @@ __all__ = [
     "delete_tensorboard_files",
     "glob_matches",
     "remove_files",
+    "set_gc_policy",
     "storage_of",
 ]
 
@@ -193,3 +196,28 @@ def delete_tensorboard_files(
     files = [p for p in fs.find(root) if str(p).rstrip("/") != root]
     fs.rm(root, recursive=True)
     return len(files)
+
+
+_GC_KEYS = ("save_experiment_best", "save_trial_best", "save_trial_latest")
+
+
+def set_gc_policy(session: Session, experiment_id: int, counts: Mapping[str, int | None]) -> None:
+    """Change an experiment's checkpoint GC policy (``det e set gc-policy``): the ``save_*``
+    counts given (None: unchanged) go into its config's ``checkpoint_storage``; an ended
+    experiment is collected again under the new policy by the cluster loop, which deletes the
+    COMPLETED checkpoints it no longer keeps (registered ones never). Counts must be >= 0
+    (InvalidArgumentError). Flushes; the caller commits."""
+    experiment = session.get(Experiment, experiment_id)
+    if experiment is None:
+        raise NotFoundError(f"experiment {experiment_id} not found")
+    for key in _GC_KEYS:
+        value = counts.get(key)
+        if value is not None and value < 0:
+            raise InvalidArgumentError(f"{key} must be 0 or more, not {value}")
+    config = dict(experiment.config or {})
+    storage = dict(config.get("checkpoint_storage") or {})
+    storage.update({k: counts[k] for k in _GC_KEYS if counts.get(k) is not None})
+    config["checkpoint_storage"] = storage
+    experiment.config = config
+    experiment.checkpoints_collected = False  # only ended experiments are collected
+    session.flush()
