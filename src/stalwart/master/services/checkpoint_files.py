@@ -199,6 +199,7 @@ def delete_tensorboard_files(
 
 
 _GC_KEYS = ("save_experiment_best", "save_trial_best", "save_trial_latest")
+_MAX_COUNT = 2**31 - 1  # int32 on Determined's wire
 
 
 def set_gc_policy(session: Session, experiment_id: int, counts: Mapping[str, int | None]) -> None:
@@ -206,16 +207,21 @@ def set_gc_policy(session: Session, experiment_id: int, counts: Mapping[str, int
     counts given (None: unchanged) go into its config's ``checkpoint_storage``; an ended
     experiment is collected again under the new policy by the cluster loop, which deletes the
     COMPLETED checkpoints it no longer keeps (registered ones never). Counts must be >= 0
-    (InvalidArgumentError). Flushes; the caller commits."""
+    (InvalidArgumentError), as must a storage in the config. Flushes; the caller commits."""
     experiment = session.get(Experiment, experiment_id)
     if experiment is None:
         raise NotFoundError(f"experiment {experiment_id} not found")
     for key in _GC_KEYS:
         value = counts.get(key)
-        if value is not None and value < 0:
-            raise InvalidArgumentError(f"{key} must be 0 or more, not {value}")
+        if value is not None and not 0 <= value <= _MAX_COUNT:
+            raise InvalidArgumentError(f"{key} must be between 0 and {_MAX_COUNT}, not {value}")
     config = dict(experiment.config or {})
     storage = dict(config.get("checkpoint_storage") or {})
+    if "type" not in storage:
+        raise InvalidArgumentError(
+            f"experiment {experiment_id} has no checkpoint storage in its config: no GC policy "
+            "to change"
+        )
     storage.update({k: counts[k] for k in _GC_KEYS if counts.get(k) is not None})
     config["checkpoint_storage"] = storage
     experiment.config = config
