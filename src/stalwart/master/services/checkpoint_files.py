@@ -206,8 +206,8 @@ def set_gc_policy(session: Session, experiment_id: int, counts: Mapping[str, int
     """Change an experiment's checkpoint GC policy (``det e set gc-policy``): the ``save_*``
     counts given (None: unchanged) go into its config's ``checkpoint_storage``; an ended
     experiment is collected again under the new policy by the cluster loop, which deletes the
-    COMPLETED checkpoints it no longer keeps (registered ones never). Counts must be >= 0
-    (InvalidArgumentError), as must a storage in the config. Flushes; the caller commits."""
+    COMPLETED checkpoints it no longer keeps (registered ones never). InvalidArgumentError for
+    a count outside 0..2**31-1 or a config without a storage. Flushes; the caller commits."""
     experiment = session.get(Experiment, experiment_id)
     if experiment is None:
         raise NotFoundError(f"experiment {experiment_id} not found")
