@@ -638,7 +638,7 @@ def test_patch_resources_reach_the_scheduler(client: TestClient, admin: dict[str
         ({"resources": {"weight": 0}}, "greater than 0"),
         ({"resources": {"maxSlots": 0}}, "at least 1"),
         ({"notes": "x"}, "notes"),
-        ({"checkpointStorage": {"saveTrialBest": 1}}, "GC policy"),
+        ({"checkpointStorage": {"saveTrialBest": -1}}, "save_trial_best must be between 0 and"),
         ({"id": 999}, "not the experiment"),
     ],
 )

@@ -35,6 +35,8 @@ from stalwart.master.api import (
     info,
     interactive,
     jobs,
+    legacy,
+    log_retention,
     logs,
     model_registry,
     pool_bindings,
@@ -65,6 +67,7 @@ from stalwart.master.home import prepare_home
 from stalwart.master.proxy import close_clients
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
+from stalwart.master.services.log_retention import CleanupSchedule
 from stalwart.master.services.logs import install_log_wakeups
 from stalwart.master.services.webhook_events import install_webhook_outbox
 from stalwart.master.settings import MasterSettings
@@ -162,6 +165,16 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
             deliverer = WebhookDeliverer(state) if run_cluster else None  # off the request path
             if deliverer is not None:
                 deliverer.start()
+            interval = settings.retention_policy.schedule_seconds
+            cleanup = (
+                CleanupSchedule(
+                    state.sessions, settings.retention_policy.log_retention_days, interval
+                )
+                if run_cluster and interval is not None
+                else None
+            )
+            if cleanup is not None:
+                cleanup.start()
             try:
                 yield
             finally:
@@ -170,6 +183,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
                     loop.stop()
                 if deliverer is not None:
                     deliverer.stop()
+                if cleanup is not None:
+                    cleanup.stop()
                 state.rm.close()
                 await close_clients()  # the proxy's connections to tasks
                 log.info("master %s stopping", state.master_id)
@@ -196,6 +211,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         trials,
         checkpoints,
         logs,
+        log_retention,
         agent_tokens,  # before agents: /agents/{agent_id} would take /agents/tokens
         agents,
         agent_sync,
@@ -220,5 +236,6 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1
+    app.include_router(legacy.router)  # /tasks, /checkpoints/{uuid}, /experiments/{id}/preview_gc
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app

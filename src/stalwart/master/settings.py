@@ -9,6 +9,7 @@ Environment variables name top-level settings (``STALWART_PORT``, ``STALWART_DB`
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,11 @@ __all__ = [
     "ClusterSettings",
     "Limits",
     "MasterSettings",
+    "RetentionPolicySettings",
     "SecuritySettings",
     "WebhookSettings",
     "load_settings",
+    "parse_duration",
 ]
 
 ENV_PREFIX = "STALWART_"
@@ -204,6 +207,54 @@ class WebhookSettings(_Settings):
     )
 
 
+class RetentionPolicySettings(_Settings):
+    """Determined's master ``retention_policy``: how long trials' logs are kept."""
+
+    log_retention_days: int | None = Field(
+        default=None,
+        ge=-1,
+        le=32767,
+        description="Days trials' logs are kept after they end, unless an experiment or trial "
+        "says otherwise; -1 (or unset) keeps them forever.",
+    )
+    schedule: str | None = Field(
+        default=None,
+        description="How often the master deletes expired logs, as a duration (`24h`, `30m`, "
+        "`1h30m`, `90s`). Unset: only `det task cleanup-logs` deletes them.",
+    )
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> RetentionPolicySettings:
+        if self.schedule is not None:
+            parse_duration(self.schedule)
+        return self
+
+    @property
+    def schedule_seconds(self) -> float | None:
+        """The schedule in seconds, if one is set."""
+        return parse_duration(self.schedule) if self.schedule is not None else None
+
+
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration (``24h``, ``1h30m``, ``90s``, ``500ms``); ValueError
+    naming the accepted form otherwise (cron schedules are not supported)."""
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+", text.strip())
+    if not parts:
+        raise ValueError(
+            f"retention_policy.schedule {text!r} is not a duration: give one such as 24h, "
+            "30m or 1h30m (cron schedules are not supported by Stalwart)"
+        )
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text.strip()):
+        total += float(number) * _DURATION_UNITS[unit]
+    if total <= 0:
+        raise ValueError(f"retention_policy.schedule {text!r} must be longer than zero")
+    return total
+
+
 def _default_home() -> Path:
     return Path("~/.stalwart").expanduser()
 
@@ -241,6 +292,10 @@ class MasterSettings(_Settings):
     )
     webhooks: WebhookSettings = Field(
         default_factory=WebhookSettings, description="Signing, retries and timeouts of webhooks."
+    )
+    retention_policy: RetentionPolicySettings = Field(
+        default_factory=RetentionPolicySettings,
+        description="Log retention: `log_retention_days` and the cleanup `schedule`.",
     )
     resource_manager: ResourceManagerSettings = Field(
         default_factory=AgentManagerSettings,

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from stalwart.errors import InvalidArgumentError, NotFoundError
 from stalwart.master import policy
-from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.checkpoints import (
     CheckpointsResponse,
     DeleteCheckpointsRequest,
@@ -18,15 +19,18 @@ from stalwart.master.api.models.checkpoints import (
     PostCheckpointMetadataRequest,
     ReportCheckpointRequest,
 )
-from stalwart.master.api.models.common import Empty, paginate
+from stalwart.master.api.models.common import Empty, WireModel, WireRequest, paginate
 from stalwart.master.api.wire.checkpoints import checkpoint_to_wire
 from stalwart.master.db.tables import Experiment, Trial
+from stalwart.master.services import checkpoint_files as tensorboard_files
 from stalwart.master.services import checkpoints as service
+from stalwart.master.services.checkpoint_files import check_globs, remove_files
 from stalwart.master.services.models import refuse_registered
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["checkpoints"])
+log = logging.getLogger("stalwart.master")
 
 StatesQuery = Annotated[list[str] | None, Query()]
 SortByQuery = Annotated[str | None, Query(alias="sortByAttr")]
@@ -186,3 +190,62 @@ def get_trial_checkpoints(
         order_by=order_by,
     )
     return _page(views, offset, limit)
+
+
+class RemoveFilesRequest(WireRequest):
+    """``v1CheckpointsRemoveFilesRequest``."""
+
+    checkpoint_globs: list[str] = Field(default_factory=list, description="Files to delete.")
+    checkpoint_uuids: list[str] = Field(default_factory=list, description="From these.")
+
+
+class CheckpointMetricsResponse(WireModel):
+    """``v1GetTrialMetricsByCheckpointResponse``."""
+
+    metrics: list[dict[str, Any]] = Field(default_factory=list, description="Metrics reports.")
+
+
+@router.post("/checkpoints/rm", response_model=Empty)
+def remove_checkpoint_files(
+    body: RemoveFilesRequest, caller: CallerDep, session: SessionDep, state: StateDep
+) -> Empty:
+    """Delete the files matching the globs from the checkpoints in storage and record what is
+    left (DELETED when nothing is); no globs refreshes the records from storage. Registered
+    checkpoints are refused, as deleting them is. Done when the call returns."""
+    policy.require_change_checkpoints(session, caller.user, body.checkpoint_uuids)
+    check_globs(body.checkpoint_globs)
+    refuse_registered(session, caller.user, body.checkpoint_uuids, "deleted")
+    session.commit()  # the registry's row locks are not held while storage is worked on
+    remove_files(
+        session,
+        body.checkpoint_uuids,
+        body.checkpoint_globs,
+        default_storage=state.settings.default_checkpoint_storage,
+    )
+    return Empty()
+
+
+@router.get("/checkpoints/{uuid}/metrics", response_model=CheckpointMetricsResponse)
+def get_checkpoint_metrics(
+    uuid: str, _caller: CallerDep, session: SessionDep
+) -> CheckpointMetricsResponse:
+    """The metrics of trials that reported using this checkpoint (Determined's trial source
+    info, which Stalwart does not record yet): an empty list; 404 for an unknown checkpoint."""
+    service.get_checkpoint(session, uuid)
+    return CheckpointMetricsResponse(metrics=[])
+
+
+@router.delete("/experiments/{experiment_id}/tensorboard-files", response_model=Empty)
+def delete_tensorboard_files(
+    experiment_id: int, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> Empty:
+    """Remove the experiment's TensorBoard files from its checkpoint storage (the SDK's
+    ``Experiment.delete_tensorboard_files``); checkpoints are untouched."""
+    removed = tensorboard_files.delete_tensorboard_files(
+        session,
+        experiment_id,
+        state.cluster_id,
+        default_storage=state.settings.default_checkpoint_storage,
+    )
+    log.info("experiment %s: deleted %d TensorBoard files", experiment_id, removed)
+    return Empty()

@@ -36,6 +36,7 @@ from stalwart.master.db.tables import Experiment, Project
 from stalwart.master.redact import collect_secrets, redact_archive, redact_config
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import experiments as svc
+from stalwart.master.services.checkpoint_files import set_gc_policy
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.templates import template_config
 from stalwart.master.services.trials import list_experiment_trials
@@ -282,8 +283,12 @@ def patch_experiment(
     ``PATCH /api/v1/experiments/{id}``; absent or null fields are left as they are, except
     ``resources.maxSlots: null``, which removes the limit).
 
+    ``checkpointStorage`` (``det e set gc-policy``) changes the checkpoint GC policy, applied by
+    the cluster loop once the experiment has ended
+    (:func:`stalwart.master.services.checkpoint_files.set_gc_policy`).
+
     400 if the body's ``id`` names another experiment, for non-empty ``notes`` (not stored) and
-    for ``checkpointStorage`` (``det e set gc-policy``: not served yet); otherwise see
+    for a negative ``save_*`` count; otherwise see
     :func:`stalwart.master.services.experiments.patch_experiment`. The scheduler is woken so a
     new ``max_slots``, ``priority`` or ``weight`` applies at once.
     """
@@ -294,9 +299,17 @@ def patch_experiment(
     if body.notes:
         raise InvalidArgumentError("experiment notes are not supported by Stalwart yet")
     if body.checkpoint_storage is not None:
-        raise InvalidArgumentError(
-            "changing an experiment's checkpoint GC policy is not supported by Stalwart yet"
+        gc = body.checkpoint_storage
+        set_gc_policy(
+            session,
+            experiment_id,
+            {
+                "save_experiment_best": gc.save_experiment_best,
+                "save_trial_best": gc.save_trial_best,
+                "save_trial_latest": gc.save_trial_latest,
+            },
         )
+        session.commit()
     res = body.resources
     svc.patch_experiment(
         session,

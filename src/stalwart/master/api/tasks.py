@@ -14,6 +14,7 @@ from stalwart.master import policy
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep
 from stalwart.master.api.models.agents import (
     AcceleratorData,
+    AllocationSummary,
     GetTaskAcceleratorDataResponse,
     GetTaskContextDirectoryResponse,
     GetTaskResponse,
@@ -24,7 +25,7 @@ from stalwart.master.db.tables import Allocation, Experiment, Slot, Task
 from stalwart.master.services import allocations as alloc_service
 from stalwart.master.services import interactive
 
-__all__ = ["router"]
+__all__ = ["live_summaries", "router"]
 
 router = APIRouter(tags=["tasks"])
 
@@ -72,6 +73,11 @@ def _hidden_tasks(session: Session, caller: Caller) -> set[str]:
 def get_tasks(caller: CallerDep, session: SessionDep) -> GetTasksResponse:
     """Every live (not yet terminated) allocation the caller may see, by allocation id (those
     of experiments in workspaces where the caller's role is ``none`` are left out)."""
+    return GetTasksResponse(allocation_id_to_summary=live_summaries(session, caller))
+
+
+def live_summaries(session: Session, caller: Caller) -> dict[str, AllocationSummary]:
+    """The summaries of ``GET /api/v1/tasks`` (and the legacy ``GET /tasks``), by allocation."""
     hidden = _hidden_tasks(session, caller)
     live = [
         allocation
@@ -96,7 +102,7 @@ def get_tasks(caller: CallerDep, session: SessionDep) -> GetTasksResponse:
         summaries[allocation.id] = allocation_summary(
             allocation, task, held.get(allocation.id, []), _priority(session, task, cache)
         )
-    return GetTasksResponse(allocation_id_to_summary=summaries)
+    return summaries
 
 
 @router.get("/tasks/{task_id}", response_model=GetTaskResponse)

@@ -183,11 +183,11 @@ class PatchResources(WireRequest):
 
 
 class PatchCheckpointStorage(WireRequest):
-    """``PatchExperimentPatchCheckpointStorage`` (``det e set gc-policy``): refused for now."""
+    """``PatchExperimentPatchCheckpointStorage`` (``det e set gc-policy``)."""
 
-    save_experiment_best: int | None = Field(default=None, description="Refused.")
-    save_trial_best: int | None = Field(default=None, description="Refused.")
-    save_trial_latest: int | None = Field(default=None, description="Refused.")
+    save_experiment_best: int | None = Field(default=None, description="Best kept overall.")
+    save_trial_best: int | None = Field(default=None, description="Best kept per trial.")
+    save_trial_latest: int | None = Field(default=None, description="Newest kept per trial.")
 
 
 class PatchExperimentRequest(WireRequest):
@@ -200,7 +200,7 @@ class PatchExperimentRequest(WireRequest):
     notes: str | None = Field(default=None, description="Not stored: only empty is accepted.")
     resources: PatchResources | None = Field(default=None, description="Scheduling knobs.")
     checkpoint_storage: PatchCheckpointStorage | None = Field(
-        default=None, description="GC policy: refused (not served yet)."
+        default=None, description="The checkpoint GC policy's counts."
     )
 
 
