@@ -45,6 +45,7 @@ from stalwart.master.db.tables import (
     MetricReport,
     StorageBackend,
     Trial,
+    TrialSourceInfo,
     utcnow,
 )
 from stalwart.master.services.metrics import (
@@ -54,11 +55,13 @@ from stalwart.master.services.metrics import (
     searcher_settings,
     validation_summaries,
 )
+from stalwart.master.services.summary_metrics import summary_metrics
 from stalwart.master.transitions import EXPERIMENT_TRANSITIONS, TRIAL_TRANSITIONS
 
 __all__ = [
     "ACTIVE_SUBSTATES",
     "COUNTED_CHECKPOINT_STATES",
+    "TRIAL_SOURCE_TYPES",
     "Page",
     "TrialView",
     "Workload",
@@ -70,6 +73,7 @@ __all__ = [
     "merge_run_metadata",
     "most_progressed",
     "post_run_metadata",
+    "record_trial_source",
     "report_early_exit",
     "report_progress",
     "set_runner_state",
@@ -122,6 +126,8 @@ class TrialView:
     wall_clock_time: float
     checkpoint_count: int
     checkpoint_size: int
+    summary_metrics: dict[str, Any] | None = None
+    """:mod:`stalwart.master.services.summary_metrics` (None: no reports yet)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     ):
         wall[task_id] = wall.get(task_id, 0.0) + max(0.0, ((end or now) - start).total_seconds())
     substates = active_substates(session, [t.task_id for t in trials if t.state == "ACTIVE"])
+    summaries_by_trial = summary_metrics(session, ids)
     views = []
     for t in trials:
         summary = summaries.get(t.id, ValidationSummary(None, None))
@@ -241,6 +248,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
                 wall_clock_time=wall.get(t.task_id, 0.0),
                 checkpoint_count=count,
                 checkpoint_size=size,
+                summary_metrics=summaries_by_trial.get(t.id),
             )
         )
     return views
@@ -544,3 +552,41 @@ def add_storage_backend(
     if found is None:  # pragma: no cover - the row was just written
         raise NotFoundError("checkpoint storage config could not be stored")
     return int(found)
+
+
+TRIAL_SOURCE_TYPES = (
+    "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED",
+    "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+    "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING",
+)
+"""``v1TrialSourceInfoType`` values."""
+
+
+def record_trial_source(
+    session: Session,
+    *,
+    trial_id: int,
+    checkpoint_uuid: str,
+    source_type: str,
+    model_id: int | None,
+    model_version: int | None,
+) -> TrialSourceInfo:
+    """Record (or replace) that ``trial_id`` used ``checkpoint_uuid`` (and a model version).
+
+    Raises :class:`NotFoundError` for an unknown checkpoint, :class:`InvalidArgumentError` for
+    an unknown type. Flushes; the caller commits."""
+    if source_type not in TRIAL_SOURCE_TYPES:
+        raise InvalidArgumentError(
+            f"trialSourceInfoType {source_type!r} is not one of {', '.join(TRIAL_SOURCE_TYPES)}"
+        )
+    if session.get(Checkpoint, checkpoint_uuid) is None:
+        raise NotFoundError(f"checkpoint {checkpoint_uuid} not found")
+    row = session.get(TrialSourceInfo, (trial_id, checkpoint_uuid))
+    if row is None:
+        row = TrialSourceInfo(trial_id=trial_id, checkpoint_uuid=checkpoint_uuid)
+        session.add(row)
+    row.source_type = source_type
+    row.model_id = model_id
+    row.model_version = model_version
+    session.flush()
+    return row
