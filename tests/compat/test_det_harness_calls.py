@@ -160,7 +160,9 @@ def test_summary_metrics_as_the_sdk_reads_them(
     assert "LEGACY line one\nLEGACY line two\n" in text
 
 
-def test_a_warm_start_from_a_checkpoint(api: Api, source: dict[str, Any]) -> None:
+def test_a_warm_start_from_a_checkpoint(
+    api: Api, source: dict[str, Any], det_venv: Path, admin: Det
+) -> None:
     exp_id = _create(api, 2, f"  source_checkpoint_uuid: {source['uuid']}\n")
     trial = _completed(api, exp_id)
     logs = api.logs(trial["id"])
@@ -182,6 +184,37 @@ def test_a_warm_start_from_a_checkpoint(api: Api, source: dict[str, Any]) -> Non
         },
     )
     assert again == {"checkpointUuid": source["uuid"], "trialId": trial["id"]}
+
+    # what the SDK reads back through the link: Checkpoint.get_metrics(), and
+    # ModelVersion.iter_metrics() once a trial reports the version it used
+    model = api.post("/api/v1/models", {"name": "calls-model"})["model"]
+    api.post("/api/v1/models/calls-model/versions", {"checkpointUuid": source["uuid"]})
+    api.post(
+        "/api/v1/trial-source-info",
+        {
+            "trialSourceInfo": {
+                "checkpointUuid": source["uuid"],
+                "trialId": trial["id"],
+                "trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+                "modelId": model["id"],
+                "modelVersion": 1,
+            }
+        },
+    )
+    found = sdk_result(
+        det_venv,
+        admin,
+        HARNESS / "calls_client.py",
+        "sources",
+        source["uuid"],
+        "calls-model",
+        marker="CALLS_RESULT",
+    )
+    training = [[trial["id"], "training", step] for step in (1, 2)]
+    assert [row[:3] for row in found["checkpoint"]] == training
+    assert found["checkpoint"][0][3]["loss"] == 1.0
+    assert found["checkpoint_validation"] == [[trial["id"], "validation", 2, {"loss": 0.5}]]
+    assert [row[:3] for row in found["model_version"]] == training
 
 
 def test_source_trial_id_starts_from_its_latest_checkpoint(

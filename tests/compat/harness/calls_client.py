@@ -10,6 +10,10 @@ Run with the det venv's Python: ``python calls_client.py MASTER_URL TRIAL_ID``. 
   (``get_GetTrial``), and the agents (``get_GetAgents``);
 
 and prints one line ``CALLS_RESULT <json>``. Any other failure is a traceback and a non-zero exit.
+
+``python calls_client.py MASTER_URL sources CHECKPOINT_UUID MODEL_NAME`` instead prints what the
+SDK's ``Checkpoint.get_metrics()`` and ``ModelVersion.get_metrics()`` (version 1) answer: the
+metrics of the trials that reported using them.
 """
 
 import datetime
@@ -52,5 +56,26 @@ def main(master: str, trial_id: int) -> dict[str, Any]:
     return result
 
 
+def sources(master: str, uuid: str, model_name: str) -> dict[str, Any]:
+    client.login(master=master, user="admin", password="")
+
+    def seen(found: Any) -> list[list[Any]]:
+        return [[m.trial_id, m.group, m.steps_completed, m.metrics] for m in found]
+
+    checkpoint = client.get_checkpoint(uuid)
+    version = client.get_model(model_name).get_version(1)
+    return {
+        # a group is named: with none, 0.38.1's TrialMetrics reads every report's
+        # "avg_metrics", which validation reports do not have (on Determined as well)
+        "checkpoint": seen(checkpoint.get_metrics("training")),
+        "checkpoint_validation": seen(checkpoint.get_metrics("validation")),
+        "model_version": seen(version.iter_metrics("training")),
+    }
+
+
 if __name__ == "__main__":
-    print("CALLS_RESULT " + json.dumps(main(sys.argv[1], int(sys.argv[2]))), flush=True)
+    if sys.argv[2] == "sources":
+        found = sources(sys.argv[1], sys.argv[3], sys.argv[4])
+    else:
+        found = main(sys.argv[1], int(sys.argv[2]))
+    print("CALLS_RESULT " + json.dumps(found), flush=True)

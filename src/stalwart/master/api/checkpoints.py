@@ -19,9 +19,12 @@ from stalwart.master.api.models.checkpoints import (
     ReportCheckpointRequest,
 )
 from stalwart.master.api.models.common import Empty, paginate
+from stalwart.master.api.models.trials import MetricsReportsResponse
+from stalwart.master.api.trials import metrics_report_to_wire
 from stalwart.master.api.wire.checkpoints import checkpoint_to_wire
 from stalwart.master.db.tables import Experiment, Trial
 from stalwart.master.services import checkpoints as service
+from stalwart.master.services import trials as trial_svc
 from stalwart.master.services.models import refuse_registered
 
 __all__ = ["router"]
@@ -55,6 +58,24 @@ def report_checkpoint(
     service.report_checkpoint(session, report, caller_allocation_id=caller.allocation_id)
     session.commit()
     return Empty()
+
+
+@router.get("/checkpoints/{uuid}/metrics", response_model=MetricsReportsResponse)
+def get_checkpoint_metrics(
+    uuid: str,
+    caller: CallerDep,
+    session: SessionDep,
+    metric_group: Annotated[str | None, Query(alias="metricGroup")] = None,
+    source_type: Annotated[str | None, Query(alias="trialSourceInfoType")] = None,
+) -> MetricsReportsResponse:
+    """``GetTrialMetricsByCheckpoint`` (the SDK's ``Checkpoint.get_metrics``): the reports of
+    the trials that said they used this checkpoint (``POST /api/v1/trial-source-info``), of
+    one ``metricGroup`` or all; 404 for an unknown checkpoint."""
+    service.get_checkpoint(session, uuid)
+    reports = trial_svc.trial_source_metrics(
+        session, caller.user, checkpoint_uuid=uuid, source_type=source_type, group=metric_group
+    )
+    return MetricsReportsResponse(metrics=[metrics_report_to_wire(r) for r in reports])
 
 
 @router.get("/checkpoints/{uuid}", response_model=GetCheckpointResponse)

@@ -27,6 +27,7 @@ from stalwart.master.api.models.trials import (
     GetTrialWorkloadsResponse,
     MetricSeriesPoint,
     MetricSeriesResponse,
+    MetricsReport,
     MetricsWorkload,
     PatchTrialRequest,
     PatchTrialResponse,
@@ -53,7 +54,7 @@ from stalwart.master.services import metrics as metrics_svc
 from stalwart.master.services import trials as svc
 from stalwart.master.state import MasterState
 
-__all__ = ["router", "trial_to_wire"]
+__all__ = ["metrics_report_to_wire", "router", "trial_to_wire"]
 
 router = APIRouter(tags=["trials"])
 
@@ -85,6 +86,25 @@ def _checkpoint_workload(ckpt: Checkpoint) -> CheckpointWorkload:
         end_time=wire_time(ckpt.report_time),
         resources={str(k): str(v) for k, v in (ckpt.resources or {}).items()},
         metadata=ckpt.metadata_ or {},
+    )
+
+
+def metrics_report_to_wire(report: MetricReport) -> MetricsReport:
+    """``v1MetricsReport`` of a stored report, in Determined's stored shape (see
+    :class:`MetricsReport`)."""
+    if report.group == metrics_svc.VALIDATION:
+        body: dict[str, Any] = {"validation_metrics": report.metrics or {}}
+    else:
+        body = {"avg_metrics": report.metrics or {}, "batch_metrics": report.batch_metrics}
+    return MetricsReport(
+        id=report.id,
+        trial_id=report.trial_id,
+        trial_run_id=report.trial_run_id,
+        group=report.group,
+        total_batches=report.steps_completed,
+        end_time=wire_time(report.report_time) or "",
+        archived=report.archived,
+        metrics=body,
     )
 
 

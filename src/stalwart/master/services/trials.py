@@ -36,7 +36,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import UnaryExpression
 
-from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
+from stalwart.master import policy
 from stalwart.master.api.models.common import Pagination, paginate
 from stalwart.master.db.tables import (
     Allocation,
@@ -46,6 +47,7 @@ from stalwart.master.db.tables import (
     StorageBackend,
     Trial,
     TrialSourceInfo,
+    User,
     utcnow,
 )
 from stalwart.master.services.metrics import (
@@ -78,6 +80,7 @@ __all__ = [
     "report_progress",
     "set_runner_state",
     "substate_of_allocation",
+    "trial_source_metrics",
     "trial_views",
     "trial_workloads",
     "wire_states",
@@ -590,3 +593,52 @@ def record_trial_source(
     row.model_version = model_version
     session.flush()
     return row
+
+
+SOURCE_METRICS_LIMIT = 1000
+"""Most reports answered per linked trial (Determined's ``numMetricsLimit``)."""
+
+
+def trial_source_metrics(
+    session: Session,
+    user: User,
+    *,
+    checkpoint_uuid: str | None = None,
+    model_version: tuple[int, int] | None = None,
+    source_type: str | None = None,
+    group: str | None = None,
+) -> list[MetricReport]:
+    """The live reports of the trials linked (``trial_source_infos``) to a checkpoint or to a
+    ``(model id, version number)``, optionally of one ``source_type`` and one metric ``group``
+    (None: every group): per trial, by run then steps, at most :data:`SOURCE_METRICS_LIMIT`.
+    Trials whose experiment ``user`` may not view are left out, as on Determined."""
+    links = select(TrialSourceInfo.trial_id)
+    if checkpoint_uuid is not None:
+        links = links.where(TrialSourceInfo.checkpoint_uuid == checkpoint_uuid)
+    if model_version is not None:
+        links = links.where(
+            TrialSourceInfo.model_id == model_version[0],
+            TrialSourceInfo.model_version == model_version[1],
+        )
+    if source_type is not None:
+        links = links.where(TrialSourceInfo.source_type == source_type)
+    out: list[MetricReport] = []
+    for trial_id in session.scalars(links.order_by(TrialSourceInfo.trial_id)).unique():
+        trial = session.get(Trial, trial_id)
+        experiment = session.get(Experiment, trial.experiment_id) if trial is not None else None
+        if experiment is None:
+            continue
+        try:
+            policy.require_view_experiment(session, user, experiment)
+        except ForbiddenError:
+            continue
+        query = select(MetricReport).where(
+            MetricReport.trial_id == trial_id, MetricReport.archived.is_(False)
+        )
+        if group is not None:
+            query = query.where(MetricReport.group == group)
+        query = query.order_by(
+            MetricReport.trial_run_id, MetricReport.steps_completed, MetricReport.id
+        ).limit(SOURCE_METRICS_LIMIT)
+        out.extend(session.scalars(query))
+    return out
