@@ -57,6 +57,16 @@ def _as_float(value: Any) -> float:
     return float(value)
 
 
+def _go_min(a: float, b: float) -> float:
+    """Go's ``math.Min``: NaN if either is NaN (Python's ``min`` depends on the order)."""
+    return math.nan if math.isnan(a) or math.isnan(b) else min(a, b)
+
+
+def _go_max(a: float, b: float) -> float:
+    """Go's ``math.Max``: NaN if either is NaN."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
 def _type_of(value: Any) -> tuple[str, float]:
     if isinstance(value, bool):
         return "boolean", 0.0
@@ -93,8 +103,8 @@ def _add(summary: dict[str, dict[str, Any]], metrics: Mapping[str, Any]) -> None
         else:
             total = _as_float(entry["sum"]) + number
             count = int(entry["count"]) + 1
-            entry["min"] = _marked(min(_as_float(entry["min"]), number))
-            entry["max"] = _marked(max(_as_float(entry["max"]), number))
+            entry["min"] = _marked(_go_min(_as_float(entry["min"]), number))
+            entry["max"] = _marked(_go_max(_as_float(entry["max"]), number))
             entry["sum"] = _marked(total)
             entry["count"] = count
             entry["mean"] = _marked(total / count)
