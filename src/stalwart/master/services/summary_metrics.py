@@ -4,7 +4,9 @@ Determined updates ``runs.summary_metrics`` as each report arrives
 (``calculateNewSummaryMetrics``); Stalwart computes the same object from the stored, live
 (non-archived) reports when a trial is read, in the order they were reported (steps, then id),
 so a rollback (a restarted run reporting lower steps archives the later reports) needs no
-recompute.
+recompute. Reports are never edited in place (a rollback archives them, new ones get new ids),
+so a trial's summary is cached in memory under the count and highest id of its live reports:
+listing trials again decodes only the reports of trials that reported since.
 
 Contract (the JSON object served as ``trialv1Trial.summaryMetrics``):
 
@@ -24,10 +26,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.tables import MetricReport
@@ -120,17 +124,67 @@ def summarize(reports: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[s
     return out
 
 
+CACHE_SIZE = 4096
+"""Trials whose summary is kept in memory (least recently used go first)."""
+
+_cache: OrderedDict[int, tuple[tuple[int, int], dict[str, Any]]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _cached(trial_id: int, key: tuple[int, int]) -> dict[str, Any] | None:
+    with _cache_lock:
+        found = _cache.get(trial_id)
+        if found is None or found[0] != key:
+            return None
+        _cache.move_to_end(trial_id)
+        return found[1]
+
+
+def _remember(trial_id: int, key: tuple[int, int], summary: dict[str, Any]) -> None:
+    with _cache_lock:
+        _cache[trial_id] = (key, summary)
+        _cache.move_to_end(trial_id)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
 def summary_metrics(session: Session, trial_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """Each trial's summary (see the module contract); trials without reports are absent."""
+    """Each trial's summary (see the module contract); trials without reports are absent.
+    The returned objects are shared with the cache: callers must not change them."""
     ids = list(trial_ids)
     if not ids:
         return {}
+    live = MetricReport.archived.is_(False)
+    keys = {
+        trial_id: (int(count), int(last))
+        for trial_id, count, last in session.execute(
+            select(MetricReport.trial_id, func.count(), func.max(MetricReport.id))
+            .where(MetricReport.trial_id.in_(ids), live)
+            .group_by(MetricReport.trial_id)
+        )
+    }
+    out: dict[int, dict[str, Any]] = {}
+    stale = []
+    for trial_id, key in keys.items():
+        found = _cached(trial_id, key)
+        if found is None:
+            stale.append(trial_id)
+        else:
+            out[trial_id] = found
+    if not stale:
+        return out
     per_trial: dict[int, list[tuple[str, Mapping[str, Any] | None]]] = {}
     rows = session.execute(
         select(MetricReport.trial_id, MetricReport.group, MetricReport.metrics)
-        .where(MetricReport.trial_id.in_(ids), MetricReport.archived.is_(False))
+        .where(MetricReport.trial_id.in_(stale), live)
         .order_by(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.id)
     )
     for trial_id, group, metrics in rows:
         per_trial.setdefault(trial_id, []).append((group, metrics))
-    return {trial_id: summarize(reports) for trial_id, reports in per_trial.items()}
+    for trial_id, reports in per_trial.items():
+        summary = summarize(reports)
+        # the key read first may be older than the rows: cache only under a matching count
+        if len(reports) == keys[trial_id][0]:
+            _remember(trial_id, keys[trial_id], summary)
+        out[trial_id] = summary
+    return out
