@@ -51,12 +51,12 @@ def test_master_info(det: Det) -> None:
     det.login()
     info = det.master.info()
     done = det.ok("master", "info")
-    assert f"clusterId: {info['clusterId']}" in done.stdout, describe(done)
+    assert f"clusterId: {info['cluster_id']}" in done.stdout, describe(done)
     assert f"version: {DET_VERSION}" in done.stdout, describe(done)
     assert "mismatch" not in done.stderr.lower(), describe(done)
 
     as_json = json.loads(det.ok("master", "info", "--json").stdout)
-    assert as_json["clusterId"] == info["clusterId"]
+    assert as_json["clusterId"] == info["cluster_id"]
     assert as_json["version"] == DET_VERSION
 
 

@@ -15,9 +15,9 @@ def test_info_needs_no_credentials(client: TestClient) -> None:
     assert resp.status_code == 200
     body = resp.json()
     assert body["version"] == "0.38.1"
-    assert body["clusterName"] == "stalwart"
-    assert body["masterId"]
-    assert body["clusterId"]
+    assert body["cluster_name"] == "stalwart"
+    assert body["master_id"]
+    assert body["cluster_id"]
 
 
 def test_master_answers_without_credentials_and_has_required_keys(
@@ -41,9 +41,9 @@ def test_master_answers_without_credentials_and_has_required_keys(
 
 def test_cluster_id_survives_a_restart(settings: MasterSettings) -> None:
     with TestClient(create_app(settings, run_cluster=False)) as first:
-        cluster = first.get("/info").json()["clusterId"]
+        cluster = first.get("/info").json()["cluster_id"]
     with TestClient(create_app(settings, run_cluster=False)) as second:
-        assert second.get("/info").json()["clusterId"] == cluster
+        assert second.get("/info").json()["cluster_id"] == cluster
 
 
 def test_master_config_is_for_admins_and_hides_passwords(

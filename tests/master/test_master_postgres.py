@@ -35,7 +35,7 @@ def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
         assert me.json()["user"]["admin"] is True
         info = client.get("/info").json()
         assert info["version"] == "0.38.1"
-        cluster_id = info["clusterId"]
+        cluster_id = info["cluster_id"]
     assert not (tmp_path / "home" / "master.db").exists(), "SQLite was used instead"
 
     engine = make_engine(settings.database_url)
@@ -48,7 +48,7 @@ def test_master_starts_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     with TestClient(
         create_app(_settings(tmp_path / "other-home", pg_url), run_cluster=False)
     ) as client:
-        assert client.get("/info").json()["clusterId"] == cluster_id
+        assert client.get("/info").json()["cluster_id"] == cluster_id
         assert client.get("/api/v1/me", headers=headers).status_code == 200
         again = login(client, "admin")
         assert client.get("/api/v1/me", headers=again).json()["user"]["username"] == "admin"

@@ -34,7 +34,7 @@ def list_agents(as_json: Annotated[bool, _JSON] = False) -> None:
             ", ".join(agent.resource_pools),
             ", ".join(agent.addresses),
             enabled,
-            agent.version,
+            agent.stalwart_version or agent.version,
         )
     out().print(grid)
 

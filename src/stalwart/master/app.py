@@ -202,6 +202,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     app.add_middleware(StopMiddleware, gate=gate)  # a stop answers before the app does anything
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer carries them
     app.include_router(info.info_router)
+    app.include_router(logs.legacy_router)  # POST /task-logs: Determined's legacy log shipping
     app.include_router(proxy.router)  # /proxy/{task_id}/...: interactive tasks' services
     for module in (
         info,

@@ -8,7 +8,7 @@ request body (creating an experiment in a project, listing experiments) call the
 **Allocation tokens** (a task's ``Grpc-Metadata-x-allocation-token``) reach only the routes in
 :data:`TASK_ROUTES`, and only for their own allocation: its allocation id, its task, its trial
 (``trial_id``, ``run_id``), its experiment, and checkpoints of its trial (or the one it resumes
-from). Anything else is 403.
+or warm-starts from). Anything else is 403.
 
 **Workspace roles** (users): each user has one role per workspace, the highest of their own
 assignment there, the roles given there to the groups they belong to, and the workspace's
@@ -154,6 +154,7 @@ TASK_ROUTES = frozenset(
         "trials.run_prepare",
         "trials.post_run_metadata",
         "trials.get_run_metadata",
+        "trials.report_trial_source_info",
         "checkpoints.report_checkpoint",
         "checkpoints.get_checkpoint",
         "checkpoints.post_checkpoint_metadata",
@@ -161,6 +162,7 @@ TASK_ROUTES = frozenset(
         "checkpoints.delete_checkpoints",
         "experiments.best_searcher_validation_metric",
         "logs.post_task_logs",
+        "logs.post_task_logs_legacy",
         "tasks.get_context_directory",
         "tasks.get_accelerator_data",
         "allocations.post_accelerator_data",
@@ -173,6 +175,7 @@ TASK_ROUTES = frozenset(
         "allocations.post_proxy_address",
         "allocations.allocation_ready",
         "allocations.allocation_waiting",
+        "allocations.mark_resources_daemon",
         "interactive.report_idle",
         "batch.batch_start",
         "batch.batch_exit",
@@ -489,7 +492,10 @@ def authorize_allocation_request(
         ckpt = session.get(Checkpoint, str(params["uuid"]))
         if ckpt is not None and ckpt.task_id != task.task_id:
             trial = session.get(Trial, task.trial_id) if task.trial_id is not None else None
-            resumes_from = trial is not None and trial.latest_checkpoint == ckpt.uuid
+            resumes_from = trial is not None and ckpt.uuid in (
+                trial.latest_checkpoint,
+                trial.warm_start_checkpoint,
+            )
             same_trial = ckpt.trial_id is not None and ckpt.trial_id == task.trial_id
             if not (resumes_from or same_trial):
                 raise _no_entry(allocation, f"checkpoint {params['uuid']}")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from stalwart.errors import NotFoundError
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep, long_poll
 from stalwart.master.api.models.agents import (
     AllGatherRequest,
@@ -249,4 +250,26 @@ def allocation_waiting(allocation_id: str, caller: CallerDep, session: SessionDe
     """The task's service runs but has nothing to show yet (a TensorBoard without event
     files); the task stays not ready."""
     _authorize(session, allocation_id, caller)
+    return Empty()
+
+
+@router.post("/allocations/{allocation_id}/resources/{resources_id}/daemon", response_model=Empty)
+def mark_resources_daemon(
+    allocation_id: str, resources_id: str, caller: CallerDep, session: SessionDep
+) -> Empty:
+    """Mark one container of an allocation as a daemon (``MarkAllocationResourcesDaemon``;
+    the DeepSpeed launcher's non-chief sshd containers): on Determined, once every non-daemon
+    container has exited, the daemons are killed and the allocation ends.
+
+    An id that is not one of the allocation's containers is 404. Stalwart runs each allocation
+    as exactly one container, and Determined ignores the request for an allocation with one
+    set of resources (marking it would only kill it): the call succeeds and changes nothing.
+    """
+    allocation = _authorize(session, allocation_id, caller)
+    containers = alloc_service.allocation_containers(session, allocation)
+    if resources_id not in {c.container_id for c in containers}:
+        raise NotFoundError(
+            f"allocation {allocation_id} has no resources {resources_id} (its containers "
+            "take their id from DET_RESOURCES_ID)"
+        )
     return Empty()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field, ValidationError
@@ -19,11 +19,14 @@ from stalwart.master.api.models.checkpoints import (
     PostCheckpointMetadataRequest,
     ReportCheckpointRequest,
 )
-from stalwart.master.api.models.common import Empty, WireModel, WireRequest, paginate
+from stalwart.master.api.models.common import Empty, WireRequest, paginate
+from stalwart.master.api.models.trials import MetricsReportsResponse
+from stalwart.master.api.trials import metrics_report_to_wire
 from stalwart.master.api.wire.checkpoints import checkpoint_to_wire
 from stalwart.master.db.tables import Experiment, Trial
 from stalwart.master.services import checkpoint_files as tensorboard_files
 from stalwart.master.services import checkpoints as service
+from stalwart.master.services import trials as trial_svc
 from stalwart.master.services.checkpoint_files import check_globs, remove_files
 from stalwart.master.services.models import refuse_registered
 
@@ -59,6 +62,24 @@ def report_checkpoint(
     service.report_checkpoint(session, report, caller_allocation_id=caller.allocation_id)
     session.commit()
     return Empty()
+
+
+@router.get("/checkpoints/{uuid}/metrics", response_model=MetricsReportsResponse)
+def get_checkpoint_metrics(
+    uuid: str,
+    caller: CallerDep,
+    session: SessionDep,
+    metric_group: Annotated[str | None, Query(alias="metricGroup")] = None,
+    source_type: Annotated[str | None, Query(alias="trialSourceInfoType")] = None,
+) -> MetricsReportsResponse:
+    """``GetTrialMetricsByCheckpoint`` (the SDK's ``Checkpoint.get_metrics``): the reports of
+    the trials that said they used this checkpoint (``POST /api/v1/trial-source-info``), of
+    one ``metricGroup`` or all; 404 for an unknown checkpoint."""
+    service.get_checkpoint(session, uuid)
+    reports = trial_svc.trial_source_metrics(
+        session, caller.user, checkpoint_uuid=uuid, source_type=source_type, group=metric_group
+    )
+    return MetricsReportsResponse(metrics=[metrics_report_to_wire(r) for r in reports])
 
 
 @router.get("/checkpoints/{uuid}", response_model=GetCheckpointResponse)
@@ -199,12 +220,6 @@ class RemoveFilesRequest(WireRequest):
     checkpoint_uuids: list[str] = Field(default_factory=list, description="From these.")
 
 
-class CheckpointMetricsResponse(WireModel):
-    """``v1GetTrialMetricsByCheckpointResponse``."""
-
-    metrics: list[dict[str, Any]] = Field(default_factory=list, description="Metrics reports.")
-
-
 @router.post("/checkpoints/rm", response_model=Empty)
 def remove_checkpoint_files(
     body: RemoveFilesRequest, caller: CallerDep, session: SessionDep, state: StateDep
@@ -223,16 +238,6 @@ def remove_checkpoint_files(
         default_storage=state.settings.default_checkpoint_storage,
     )
     return Empty()
-
-
-@router.get("/checkpoints/{uuid}/metrics", response_model=CheckpointMetricsResponse)
-def get_checkpoint_metrics(
-    uuid: str, _caller: CallerDep, session: SessionDep
-) -> CheckpointMetricsResponse:
-    """The metrics of trials that reported using this checkpoint (Determined's trial source
-    info, which Stalwart does not record yet): an empty list; 404 for an unknown checkpoint."""
-    service.get_checkpoint(session, uuid)
-    return CheckpointMetricsResponse(metrics=[])
 
 
 @router.delete("/experiments/{experiment_id}/tensorboard-files", response_model=Empty)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends
 from stalwart import __version__
 from stalwart.master.api.deps import Caller, StateDep, require_admin
 from stalwart.master.api.models.info import (
+    WIRE_VERSION,
     GetMasterResponse,
     InfoResponse,
     MasterConfigResponse,
@@ -16,10 +17,6 @@ from stalwart.master.api.models.info import (
 from stalwart.master.redact import redact_config
 
 __all__ = ["info_router", "router"]
-
-# Determined's client compares this with its own version and warns on a mismatch; Stalwart
-# speaks the 0.38.1 dialect, so it reports that version on the wire.
-WIRE_VERSION = "0.38.1"
 
 info_router = APIRouter()
 router = APIRouter()

@@ -21,10 +21,11 @@ import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from functools import partial
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -40,6 +41,7 @@ from stalwart.master.api.errors import status_of
 from stalwart.master.api.models.common import Empty, WireModel
 from stalwart.master.api.models.logs import (
     PostTaskLogsRequest,
+    TaskLogIn,
     TaskLogsFieldsResponse,
     TrialLogsFieldsResponse,
     result_line,
@@ -57,9 +59,11 @@ from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState
 
-__all__ = ["router"]
+__all__ = ["legacy_router", "router"]
 
 router = APIRouter(tags=["logs"])
+legacy_router = APIRouter(tags=["logs"])
+"""``POST /task-logs``, outside ``/api/v1`` as on Determined."""
 
 T = TypeVar("T")
 
@@ -91,6 +95,29 @@ def post_task_logs(
     service.ingest_logs(session, lines, caller_allocation_id=caller.allocation_id)
     session.commit()  # wakes the tasks' followers
     return Empty()
+
+
+@legacy_router.post("/task-logs")
+def post_task_logs_legacy(
+    body: list[dict[str, Any]], caller: CallerDep, session: SessionDep, state: StateDep
+) -> str:
+    """Determined's legacy log shipping (``core._log_shipper``, the log sender of unmanaged
+    trials): a bare JSON list of ``model.TaskLog`` objects (snake_case keys: ``task_id``,
+    ``log``, ``timestamp``, ``level``, ``stdtype``, ``source``, ``allocation_id``,
+    ``agent_id``, ``container_id``, ``rank_id``; others are ignored). Stored exactly as
+    ``POST /api/v1/task/logs`` stores them, with the same limits and access rule; answers
+    ``""`` as Determined does. An empty list stores nothing."""
+    if not body:
+        return ""
+    try:
+        entries = [TaskLogIn.model_validate(item) for item in body]
+    except ValidationError as exc:
+        raise InvalidArgumentError(
+            "each posted task log needs a task_id and a log (Determined's model.TaskLog): "
+            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        ) from None
+    post_task_logs(PostTaskLogsRequest(logs=entries), caller, session, state)
+    return ""
 
 
 def _line_text(index: int, text: str, limit: int) -> str:

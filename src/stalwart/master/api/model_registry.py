@@ -20,16 +20,18 @@ from stalwart.master.api.models.model_registry import (
     GetModelsResponse,
     GetModelVersionResponse,
     GetModelVersionsResponse,
-    ModelVersionMetricsResponse,
     MoveModelRequest,
     PatchModelRequest,
     PatchModelVersionRequest,
     PostModelRequest,
     PostModelVersionRequest,
 )
+from stalwart.master.api.models.trials import MetricsReportsResponse
+from stalwart.master.api.trials import metrics_report_to_wire
 from stalwart.master.api.wire.model_registry import models_to_wire, versions_to_wire
 from stalwart.master.db.tables import Model, ModelVersion
 from stalwart.master.services import models as service
+from stalwart.master.services import trials as trial_svc
 
 __all__ = ["router"]
 
@@ -228,6 +230,31 @@ def post_model_version(
     return _version_answer(session, model, version)
 
 
+@router.get(
+    "/models/{model_name}/versions/{version_num}/metrics", response_model=MetricsReportsResponse
+)
+def get_model_version_metrics(
+    model_name: str,
+    version_num: int,
+    caller: CallerDep,
+    session: SessionDep,
+    metric_group: Annotated[str | None, Query(alias="metricGroup")] = None,
+    source_type: Annotated[str | None, Query(alias="trialSourceInfoType")] = None,
+) -> MetricsReportsResponse:
+    """``GetTrialMetricsByModelVersion`` (the SDK's ``ModelVersion.get_metrics``): the reports
+    of the trials that said they used this model version
+    (``report_task_using_model_version``), of one ``metricGroup`` or all."""
+    model, version = _find_version(session, caller, model_name, version_num)
+    reports = trial_svc.trial_source_metrics(
+        session,
+        caller.user,
+        model_version=(model.id, version.version),
+        source_type=source_type,
+        group=metric_group,
+    )
+    return MetricsReportsResponse(metrics=[metrics_report_to_wire(r) for r in reports])
+
+
 @router.get("/models/{model_name}/versions/{version_num}", response_model=GetModelVersionResponse)
 def get_model_version(
     model_name: str, version_num: int, caller: CallerDep, session: SessionDep
@@ -262,16 +289,3 @@ def delete_model_version(
     service.delete_version(session, caller.user, model, version)
     session.commit()
     return Empty()
-
-
-@router.get(
-    "/models/{model_name}/versions/{version_num}/metrics",
-    response_model=ModelVersionMetricsResponse,
-)
-def get_model_version_metrics(
-    model_name: str, version_num: int, caller: CallerDep, session: SessionDep
-) -> ModelVersionMetricsResponse:
-    """Metrics of trials that reported using this version (Determined's inference and
-    fine-tuning source info); Stalwart's tasks do not report that yet, so the list is empty."""
-    _find_version(session, caller, model_name, version_num)
-    return ModelVersionMetricsResponse()

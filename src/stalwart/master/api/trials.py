@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
+from stalwart.errors import FailedPreconditionError, InvalidArgumentError, PayloadTooLargeError
 from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep, get_caller
 from stalwart.master.api.models.common import Empty, WireRequest, wire_time
@@ -27,10 +27,15 @@ from stalwart.master.api.models.trials import (
     GetTrialWorkloadsResponse,
     MetricSeriesPoint,
     MetricSeriesResponse,
+    MetricsReport,
     MetricsWorkload,
+    PatchTrialRequest,
+    PatchTrialResponse,
     ReportTrialMetricsBatchRequest,
     ReportTrialMetricsRequest,
     ReportTrialProgressRequest,
+    ReportTrialSourceInfoRequest,
+    ReportTrialSourceInfoResponse,
     RunMetadataRequest,
     RunMetadataResponse,
     RunPrepareRequest,
@@ -49,7 +54,7 @@ from stalwart.master.services import metrics as metrics_svc
 from stalwart.master.services import trials as svc
 from stalwart.master.state import MasterState
 
-__all__ = ["router", "trial_to_wire"]
+__all__ = ["metrics_report_to_wire", "router", "trial_to_wire"]
 
 router = APIRouter(tags=["trials"])
 
@@ -84,6 +89,25 @@ def _checkpoint_workload(ckpt: Checkpoint) -> CheckpointWorkload:
     )
 
 
+def metrics_report_to_wire(report: MetricReport) -> MetricsReport:
+    """``v1MetricsReport`` of a stored report, in Determined's stored shape (see
+    :class:`MetricsReport`)."""
+    if report.group == metrics_svc.VALIDATION:
+        body: dict[str, Any] = {"validation_metrics": report.metrics or {}}
+    else:
+        body = {"avg_metrics": report.metrics or {}, "batch_metrics": report.batch_metrics}
+    return MetricsReport(
+        id=report.id,
+        trial_id=report.trial_id,
+        trial_run_id=report.trial_run_id,
+        group=report.group,
+        total_batches=report.steps_completed,
+        end_time=wire_time(report.report_time) or "",
+        archived=report.archived,
+        metrics=body,
+    )
+
+
 def trial_to_wire(view: svc.TrialView) -> V1Trial:
     """The wire form of a trial view."""
     t = view.trial
@@ -108,6 +132,8 @@ def trial_to_wire(view: svc.TrialView) -> V1Trial:
         checkpoint_count=view.checkpoint_count,
         total_checkpoint_size=str(view.checkpoint_size),
         metadata=t.run_metadata,
+        summary_metrics=view.summary_metrics,
+        warm_start_checkpoint_uuid=t.warm_start_checkpoint,
     )
 
 
@@ -446,6 +472,48 @@ def set_runner_metadata(
     """What the trial says it is doing (``runnerState``)."""
     svc.set_runner_state(session, trial_id, body.state)
     return Empty()
+
+
+@router.patch("/trials/{trial_id}", response_model=PatchTrialResponse)
+def patch_trial(
+    trial_id: int, body: PatchTrialRequest, _caller: CallerDep, session: SessionDep
+) -> PatchTrialResponse:
+    """``PatchTrial``: the heartbeat and state of an *unmanaged* trial (``core.init()`` outside
+    a cluster task). As on Determined, only unmanaged trials may be patched; Stalwart runs
+    every trial itself (it refuses unmanaged experiments), so this answers 400 saying so,
+    after the usual 404 / 403 checks on the trial."""
+    trial = svc.get_trial(session, trial_id)
+    raise FailedPreconditionError(
+        f"trial {trial.id} is managed by the master; only unmanaged trials are supported by "
+        "PATCH /api/v1/trials/{id}, and Stalwart does not run unmanaged experiments (run the "
+        "script as an experiment: `det experiment create`)"
+    )
+
+
+@router.post("/trial-source-info", response_model=ReportTrialSourceInfoResponse)
+def report_trial_source_info(
+    body: ReportTrialSourceInfoRequest, caller: CallerDep, session: SessionDep
+) -> ReportTrialSourceInfoResponse:
+    """``ReportTrialSourceInfo`` (``core_context.experimental.report_task_using_checkpoint``
+    / ``_model_version``): record that a trial used a checkpoint (and model version). The
+    caller must be allowed to change the trial (a task: only its own); the trial and the
+    checkpoint must exist (404). Reporting the same (trial, checkpoint) again replaces its
+    type and model version."""
+    info = body.trial_source_info
+    svc.get_trial(session, info.trial_id)
+    policy.authorize_reports(session, caller.user, caller.allocation_id, {info.trial_id})
+    svc.record_trial_source(
+        session,
+        trial_id=info.trial_id,
+        checkpoint_uuid=info.checkpoint_uuid,
+        source_type=info.trial_source_info_type,
+        model_id=info.model_id,
+        model_version=info.model_version,
+    )
+    session.commit()
+    return ReportTrialSourceInfoResponse(
+        checkpoint_uuid=info.checkpoint_uuid, trial_id=info.trial_id
+    )
 
 
 # --- runs (a run is a trial in 0.38) --------------------------------------------------------

@@ -9,10 +9,11 @@ trials. Determined's defaults: 0, 1 and 1. Checkpoints without a validation neve
 module, then deletes the files of the experiment's DELETED checkpoints from storage (outside any
 transaction; also those a user deleted), then marks the experiment ``checkpoints_collected``.
 Checkpoints registered in the model registry are never collected, whatever the policy says
-(:func:`~stalwart.master.services.models.registered_checkpoints`). Storage it cannot reach from
-the master (cloud stores not yet supported here) is left alone: the records stay, and the
-experiment is marked collected so the loop does not retry forever. A master killed mid-way
-redoes the work (deleting is idempotent).
+(:func:`~stalwart.master.services.models.registered_checkpoints`), nor are those a trial
+warm-starts from (:func:`warm_start_sources`, as Determined's GC query leaves them out).
+Storage it cannot reach from the master (cloud stores not yet supported here) is left alone:
+the records stay, and the experiment is marked collected so the loop does not retry forever. A
+master killed mid-way redoes the work (deleting is idempotent).
 """
 
 from __future__ import annotations
@@ -25,15 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from stalwart.master.db.engine import SessionFactory
-from stalwart.master.db.tables import Checkpoint, Experiment
+from stalwart.master.db.tables import Checkpoint, Experiment, Trial
 from stalwart.master.services.checkpoints import build_views
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.models import registered_checkpoints
 from stalwart.master.transitions import set_checkpoint_state
 
-__all__ = ["CheckpointFacts", "checkpoints_to_keep", "collect_experiment", "storage_directory"]
+__all__ = [
+    "CheckpointFacts",
+    "checkpoints_to_keep",
+    "collect_experiment",
+    "storage_directory",
+    "warm_start_sources",
+]
 
 log = logging.getLogger("stalwart.cluster")
 
@@ -91,6 +99,23 @@ def storage_directory(storage: Mapping[str, Any]) -> Path | None:
     return None
 
 
+def warm_start_sources(session: Session, uuids: Sequence[str]) -> set[str]:
+    """Those of ``uuids`` that some trial starts from (``trials.warm_start_checkpoint``)."""
+    found: set[str] = set()
+    wanted = sorted(set(uuids))
+    for start in range(0, len(wanted), 500):
+        found.update(
+            u
+            for u in session.scalars(
+                select(Trial.warm_start_checkpoint)
+                .where(Trial.warm_start_checkpoint.in_(wanted[start : start + 500]))
+                .distinct()
+            )
+            if u is not None
+        )
+    return found
+
+
 def _mark_deleted(sessions: SessionFactory, doomed: Sequence[str]) -> None:
     """Mark the doomed checkpoints DELETED, each under its row lock (the lock registering a
     checkpoint takes), skipping any registered or changed since they were chosen."""
@@ -103,6 +128,8 @@ def _mark_deleted(sessions: SessionFactory, doomed: Sequence[str]) -> None:
                 .execution_options(populate_existing=True)
             )
             if ckpt is None or ckpt.state != "COMPLETED" or registered_checkpoints(session, [uuid]):
+                continue
+            if warm_start_sources(session, [uuid]):
                 continue
             set_checkpoint_state(session, ckpt, "DELETED")
         session.commit()
@@ -149,6 +176,7 @@ def collect_experiment(sessions: SessionFactory, experiment_id: int) -> int:
             for v in build_views(session, ckpts)
         ]
         registered = set(registered_checkpoints(session, [f.uuid for f in facts]))
+        registered |= warm_start_sources(session, [f.uuid for f in facts])
     keep = checkpoints_to_keep(facts, storage, smaller_is_better=smaller) | registered
     doomed = sorted(f.uuid for f in facts if f.uuid not in keep)
     directory = storage_directory(storage)

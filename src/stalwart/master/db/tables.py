@@ -61,6 +61,7 @@ __all__ = [
     "TaskLog",
     "Template",
     "Trial",
+    "TrialSourceInfo",
     "User",
     "UserGroup",
     "UserGroupMember",
@@ -284,6 +285,9 @@ class Trial(Base):
     progress: Mapped[float | None] = mapped_column(Float)
     searcher_metric_value: Mapped[float | None] = mapped_column(Float)
     latest_checkpoint: Mapped[str | None] = mapped_column(String(64))
+    warm_start_checkpoint: Mapped[str | None] = mapped_column(String(64))
+    """The checkpoint the trial started from (``searcher.source_checkpoint_uuid`` or the latest
+    of ``searcher.source_trial_id``), fixed at creation; its first run restores it."""
     early_exit_reason: Mapped[str | None] = mapped_column(String(64))
     run_metadata: Mapped[dict[str, Any] | None] = mapped_column()
     searcher_stopped: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -291,6 +295,23 @@ class Trial(Base):
     """The trial's exit, not yet fed to its searcher: ``EXITED`` or an ``ExitedReason``. Set
     in the transaction that ends the trial, cleared in the one that feeds the searcher
     (:mod:`stalwart.master.cluster.search`), so a master killed in between loses nothing."""
+
+
+class TrialSourceInfo(Base):
+    """A checkpoint (and model version) a trial used (``POST /api/v1/trial-source-info``):
+    an inference or fine-tuning run records what it started from."""
+
+    __tablename__ = "trial_source_infos"
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True
+    )
+    checkpoint_uuid: Mapped[str] = mapped_column(
+        ForeignKey("checkpoints.uuid", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    source_type: Mapped[str] = mapped_column(String(64))
+    """``TRIAL_SOURCE_INFO_TYPE_INFERENCE`` / ``_FINE_TUNING`` / ``_UNSPECIFIED``."""
+    model_id: Mapped[int | None] = mapped_column(Integer)
+    model_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class Task(Base):

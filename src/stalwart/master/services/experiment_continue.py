@@ -235,6 +235,11 @@ def continue_experiment(
 
 def _resumes_from(session: Session, trial: Trial) -> str:
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    if latest is None and trial.warm_start_checkpoint:
+        return (
+            f"starts from its warm-start checkpoint {trial.warm_start_checkpoint}: it has no "
+            "checkpoint of its own"
+        )
     if latest is None:
         return "starts from the beginning: it has no checkpoint"
     if latest.state != "COMPLETED":

@@ -37,6 +37,7 @@ from stalwart.master.db.tables import Experiment, Project, User, Workspace, utcn
 from stalwart.master.services.model_def import build_archive, extract_archive
 from stalwart.master.services.petnames import petname
 from stalwart.master.services.pool_bindings import require_pool_usable
+from stalwart.master.services.tasks import warm_start_checkpoint
 from stalwart.master.services.workspaces import checkpoint_storage_for, default_pool_for
 from stalwart.master.settings import MasterSettings
 
@@ -201,6 +202,7 @@ def create_experiment(
         start_time=utcnow(),
     )
     require_pool_usable(session, experiment.resource_pool, project.workspace_id, "experiment")
+    warm_start_checkpoint(session, config)  # the source trial / checkpoint must exist
     if validate_only:
         experiment.id = 0
         return CreatedExperiment(experiment, notices)

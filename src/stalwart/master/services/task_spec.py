@@ -198,6 +198,12 @@ def allocation_task_specs(
         select(Workspace).join(Project).where(Project.id == experiment.project_id)
     )
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+    warm_start = False
+    if latest is None and trial.warm_start_checkpoint:
+        # a trial without a checkpoint of its own starts from its warm-start checkpoint, with
+        # no steps completed (Determined's buildTaskSpecifier)
+        latest = session.get(Checkpoint, trial.warm_start_checkpoint)
+        warm_start = True
     return trial_task_specs(
         experiment=experiment,
         trial=trial,
@@ -210,6 +216,7 @@ def allocation_task_specs(
         owner=owner,
         ports=ports,
         latest=latest if latest is not None and latest.state == "COMPLETED" else None,
+        warm_start=warm_start,
         has_context=bool(has_context),
         workspace=workspace,
     )
@@ -255,6 +262,7 @@ def trial_task_specs(
     latest: Checkpoint | None,
     has_context: bool,
     workspace: Workspace | None = None,
+    warm_start: bool = False,
 ) -> list[TaskSpec]:
     """One spec per container of a trial's allocation (ranks in ``containers`` order); tasks
     run as :func:`run_as_of` the owner in ``workspace`` (the experiment's)."""
@@ -263,7 +271,7 @@ def trial_task_specs(
     typed = typed_config(experiment)
     environment = typed.environment
     argv = entrypoint_argv(typed.entrypoint)
-    steps = int(latest.steps_completed or 0) if latest is not None else 0
+    steps = int(latest.steps_completed or 0) if latest is not None and not warm_start else 0
     addresses = [c.address for c in containers]
     slot_counts = [len(c.slot_ids) for c in containers]
     base_env = {

@@ -8,15 +8,61 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from stalwart.errors import NotFoundError
-from stalwart.master.db.tables import Allocation, Experiment, Task, Trial
+from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.master.db.tables import Allocation, Checkpoint, Experiment, Task, Trial
 from stalwart.master.services.auth import token_sha256
 
-__all__ = ["create_trial", "start_allocation"]
+__all__ = ["create_trial", "start_allocation", "warm_start_checkpoint"]
+
+
+def warm_start_checkpoint(session: Session, config: Mapping[str, Any]) -> str | None:
+    """The checkpoint a new trial of an experiment with ``config`` starts from, as Determined
+    resolves it: ``searcher.source_trial_id``'s latest COMPLETED checkpoint (most steps), or
+    ``searcher.source_checkpoint_uuid``; None when neither is set.
+
+    Raises :class:`InvalidArgumentError` when the source trial has no completed checkpoint or
+    the uuid is malformed, :class:`NotFoundError` when the trial or checkpoint does not exist.
+    """
+    searcher = config.get("searcher")
+    if not isinstance(searcher, Mapping):
+        return None
+    trial_id = searcher.get("source_trial_id")
+    uuid_text = searcher.get("source_checkpoint_uuid")
+    if trial_id is not None:
+        if session.get(Trial, int(trial_id)) is None:
+            raise NotFoundError(f"searcher.source_trial_id: trial {trial_id} not found")
+        latest = session.scalar(
+            select(Checkpoint.uuid)
+            .where(Checkpoint.trial_id == int(trial_id), Checkpoint.state == "COMPLETED")
+            .order_by(Checkpoint.steps_completed.desc(), Checkpoint.report_time.desc())
+            .limit(1)
+        )
+        if latest is None:
+            raise InvalidArgumentError(
+                f"searcher.source_trial_id: no checkpoint found for source trial {trial_id} "
+                "(it has no completed checkpoint to start from)"
+            )
+        return latest
+    if uuid_text is not None:
+        try:
+            uuid.UUID(str(uuid_text))
+        except ValueError:
+            raise InvalidArgumentError(
+                f"searcher.source_checkpoint_uuid: invalid source checkpoint UUID {uuid_text!r}"
+            ) from None
+        found = session.get(Checkpoint, str(uuid_text))
+        if found is None:
+            raise NotFoundError(
+                f"searcher.source_checkpoint_uuid: no checkpoint found with UUID {uuid_text}"
+            )
+        return found.uuid
+    return None
 
 
 def create_trial(
@@ -29,7 +75,9 @@ def create_trial(
     state: str = "ACTIVE",
 ) -> Trial:
     """A new trial of ``experiment`` (ACTIVE, or PAUSED in a paused experiment) and its TRIAL
-    task (``<expId>.<requestId>``)."""
+    task (``<expId>.<requestId>``); its warm-start checkpoint is fixed here
+    (:func:`warm_start_checkpoint`; a source that has gone since the experiment was created
+    leaves the trial starting from scratch)."""
     request = request_id or str(uuid.uuid4())
     task_id = f"{experiment.id}.{request}"
     session.add(
@@ -47,6 +95,7 @@ def create_trial(
         state=state,
         hparams=hparams,
         seed=seed,
+        warm_start_checkpoint=_warm_start_or_none(session, experiment),
     )
     session.add(trial)
     session.flush()
@@ -55,6 +104,13 @@ def create_trial(
         task.trial_id = trial.id
         task.name = f"Trial {trial.id} (Experiment {experiment.id})"
     return trial
+
+
+def _warm_start_or_none(session: Session, experiment: Experiment) -> str | None:
+    try:
+        return warm_start_checkpoint(session, experiment.config or {})
+    except (InvalidArgumentError, NotFoundError):
+        return None  # checked at creation; gone since (deleted): start from scratch
 
 
 def start_allocation(

@@ -36,7 +36,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import UnaryExpression
 
-from stalwart.errors import InvalidArgumentError, NotFoundError
+from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
+from stalwart.master import policy
 from stalwart.master.api.models.common import Pagination, paginate
 from stalwart.master.db.tables import (
     Allocation,
@@ -45,6 +46,8 @@ from stalwart.master.db.tables import (
     MetricReport,
     StorageBackend,
     Trial,
+    TrialSourceInfo,
+    User,
     utcnow,
 )
 from stalwart.master.services.metrics import (
@@ -54,11 +57,13 @@ from stalwart.master.services.metrics import (
     searcher_settings,
     validation_summaries,
 )
+from stalwart.master.services.summary_metrics import summary_metrics
 from stalwart.master.transitions import EXPERIMENT_TRANSITIONS, TRIAL_TRANSITIONS
 
 __all__ = [
     "ACTIVE_SUBSTATES",
     "COUNTED_CHECKPOINT_STATES",
+    "TRIAL_SOURCE_TYPES",
     "Page",
     "TrialView",
     "Workload",
@@ -70,10 +75,12 @@ __all__ = [
     "merge_run_metadata",
     "most_progressed",
     "post_run_metadata",
+    "record_trial_source",
     "report_early_exit",
     "report_progress",
     "set_runner_state",
     "substate_of_allocation",
+    "trial_source_metrics",
     "trial_views",
     "trial_workloads",
     "wire_states",
@@ -122,6 +129,8 @@ class TrialView:
     wall_clock_time: float
     checkpoint_count: int
     checkpoint_size: int
+    summary_metrics: dict[str, Any] | None = None
+    """:mod:`stalwart.master.services.summary_metrics` (None: no reports yet)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +236,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     ):
         wall[task_id] = wall.get(task_id, 0.0) + max(0.0, ((end or now) - start).total_seconds())
     substates = active_substates(session, [t.task_id for t in trials if t.state == "ACTIVE"])
+    summaries_by_trial = summary_metrics(session, ids)
     views = []
     for t in trials:
         summary = summaries.get(t.id, ValidationSummary(None, None))
@@ -241,6 +251,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
                 wall_clock_time=wall.get(t.task_id, 0.0),
                 checkpoint_count=count,
                 checkpoint_size=size,
+                summary_metrics=summaries_by_trial.get(t.id),
             )
         )
     return views
@@ -544,3 +555,90 @@ def add_storage_backend(
     if found is None:  # pragma: no cover - the row was just written
         raise NotFoundError("checkpoint storage config could not be stored")
     return int(found)
+
+
+TRIAL_SOURCE_TYPES = (
+    "TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED",
+    "TRIAL_SOURCE_INFO_TYPE_INFERENCE",
+    "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING",
+)
+"""``v1TrialSourceInfoType`` values."""
+
+
+def record_trial_source(
+    session: Session,
+    *,
+    trial_id: int,
+    checkpoint_uuid: str,
+    source_type: str,
+    model_id: int | None,
+    model_version: int | None,
+) -> TrialSourceInfo:
+    """Record (or replace) that ``trial_id`` used ``checkpoint_uuid`` (and a model version).
+
+    Raises :class:`NotFoundError` for an unknown checkpoint, :class:`InvalidArgumentError` for
+    an unknown type. Flushes; the caller commits."""
+    if source_type not in TRIAL_SOURCE_TYPES:
+        raise InvalidArgumentError(
+            f"trialSourceInfoType {source_type!r} is not one of {', '.join(TRIAL_SOURCE_TYPES)}"
+        )
+    if session.get(Checkpoint, checkpoint_uuid) is None:
+        raise NotFoundError(f"checkpoint {checkpoint_uuid} not found")
+    row = session.get(TrialSourceInfo, (trial_id, checkpoint_uuid))
+    if row is None:
+        row = TrialSourceInfo(trial_id=trial_id, checkpoint_uuid=checkpoint_uuid)
+        session.add(row)
+    row.source_type = source_type
+    row.model_id = model_id
+    row.model_version = model_version
+    session.flush()
+    return row
+
+
+SOURCE_METRICS_LIMIT = 1000
+"""Most reports answered per linked trial (Determined's ``numMetricsLimit``)."""
+
+
+def trial_source_metrics(
+    session: Session,
+    user: User,
+    *,
+    checkpoint_uuid: str | None = None,
+    model_version: tuple[int, int] | None = None,
+    source_type: str | None = None,
+    group: str | None = None,
+) -> list[MetricReport]:
+    """The live reports of the trials linked (``trial_source_infos``) to a checkpoint or to a
+    ``(model id, version number)``, optionally of one ``source_type`` and one metric ``group``
+    (None: every group): per trial, by run then steps, at most :data:`SOURCE_METRICS_LIMIT`.
+    Trials whose experiment ``user`` may not view are left out, as on Determined."""
+    links = select(TrialSourceInfo.trial_id)
+    if checkpoint_uuid is not None:
+        links = links.where(TrialSourceInfo.checkpoint_uuid == checkpoint_uuid)
+    if model_version is not None:
+        links = links.where(
+            TrialSourceInfo.model_id == model_version[0],
+            TrialSourceInfo.model_version == model_version[1],
+        )
+    if source_type is not None:
+        links = links.where(TrialSourceInfo.source_type == source_type)
+    out: list[MetricReport] = []
+    for trial_id in session.scalars(links.order_by(TrialSourceInfo.trial_id)).unique():
+        trial = session.get(Trial, trial_id)
+        experiment = session.get(Experiment, trial.experiment_id) if trial is not None else None
+        if experiment is None:
+            continue
+        try:
+            policy.require_view_experiment(session, user, experiment)
+        except ForbiddenError:
+            continue
+        query = select(MetricReport).where(
+            MetricReport.trial_id == trial_id, MetricReport.archived.is_(False)
+        )
+        if group is not None:
+            query = query.where(MetricReport.group == group)
+        query = query.order_by(
+            MetricReport.trial_run_id, MetricReport.steps_completed, MetricReport.id
+        ).limit(SOURCE_METRICS_LIMIT)
+        out.extend(session.scalars(query))
+    return out

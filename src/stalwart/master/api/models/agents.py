@@ -119,7 +119,14 @@ class V1Agent(WireModel):
     addresses: list[str] = Field(default_factory=list, description="Its addresses.")
     enabled: bool = Field(default=True, description="Whether it may be scheduled.")
     draining: bool = Field(default=False, description="Disabled, letting work finish.")
-    version: str = Field(default="", description="Agent version.")
+    version: str = Field(
+        default="",
+        description="The Determined version the agent speaks on the wire (the master's, as "
+        "on Determined, where agent and master versions match).",
+    )
+    stalwart_version: str | None = Field(
+        default=None, description="The agent's own Stalwart version (absent from Determined)."
+    )
 
 
 class GetAgentsResponse(WireModel):

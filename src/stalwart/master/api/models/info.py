@@ -5,20 +5,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from stalwart import __version__
 from stalwart.master.api.models.common import WireModel
 
-__all__ = ["GetMasterResponse", "InfoResponse", "MasterConfigResponse", "Telemetry"]
+__all__ = [
+    "WIRE_VERSION",
+    "GetMasterResponse",
+    "InfoResponse",
+    "MasterConfigResponse",
+    "Telemetry",
+]
+
+WIRE_VERSION = "0.38.1"
+"""The Determined version Stalwart speaks on the wire: ``/info``, ``/api/v1/master`` and every
+agent's ``version`` answer it. The official client compares it with its own and warns on a
+mismatch (``det version``); Stalwart's own version travels as ``stalwart_version``."""
 
 
-class Telemetry(WireModel):
+class Telemetry(BaseModel):
+    """``aproto.TelemetryInfo`` as ``/info`` sends it (snake_case keys)."""
+
     enabled: bool = Field(default=False, description="Telemetry is never collected.")
-    segment_key: str = Field(default="", description="Unused.")
+    otel_enabled: bool = Field(default=False, description="No OpenTelemetry export.")
+    otel_endpoint: str = Field(default="", description="Unused.")
 
 
-class InfoResponse(WireModel):
+class InfoResponse(BaseModel):
+    """``GET /info``: Determined's ``aproto.MasterInfo``, whose keys are snake_case on the wire
+    (it is not a gRPC message). The official client reads ``version`` (``det version`` and its
+    version check), ``cluster_id`` / ``master_id`` and ``sso_providers`` (``det auth
+    list-providers``: the key must be present; null means none)."""
+
     version: str = Field(description="The Determined wire version the master speaks.")
     master_id: str = Field(description="This master process.")
     cluster_id: str = Field(description="This cluster (stable across restarts).")

@@ -102,7 +102,14 @@ class V1Trial(WireModel):
     checkpoint_count: int | None = Field(default=None, description="Completed checkpoints.")
     total_checkpoint_size: str | None = Field(default=None, description="Bytes (int64).")
     metadata: dict[str, Any] | None = Field(default=None, description="Run metadata.")
-    summary_metrics: dict[str, Any] | None = Field(default=None, description="Not computed.")
+    summary_metrics: dict[str, Any] | None = Field(
+        default=None,
+        description="Per metric group, per metric: type, last, and min/max/sum/mean/count of "
+        "numbers (:mod:`stalwart.master.services.summary_metrics`).",
+    )
+    warm_start_checkpoint_uuid: str | None = Field(
+        default=None, description="The checkpoint the trial started from, if any."
+    )
 
 
 class TrialSortBy(StrEnum):
@@ -258,3 +265,36 @@ class MetricSeriesResponse(WireModel):
     metric: str = Field(description="Metric name.")
     total: int = Field(description="Numeric points before downsampling.")
     points: list[MetricSeriesPoint] = Field(description="At most maxPoints points.")
+
+
+class PatchTrialRequest(WireRequest):
+    """``v1PatchTrialRequest``: what an unmanaged trial's heartbeat sends."""
+
+    trial_id: int | None = Field(default=None, description="Trial id (also in the path).")
+    state: str | None = Field(default=None, description="trialv1State to set.")
+
+
+class PatchTrialResponse(WireModel):
+    trial: V1Trial = Field(description="The trial after the change.")
+
+
+class TrialSourceInfo(WireRequest):
+    """``v1TrialSourceInfo``: a checkpoint (and model version) a trial used."""
+
+    checkpoint_uuid: str = Field(description="The checkpoint used.")
+    trial_id: int = Field(description="The trial that used it.")
+    trial_source_info_type: str = Field(
+        default="TRIAL_SOURCE_INFO_TYPE_UNSPECIFIED",
+        description="TRIAL_SOURCE_INFO_TYPE_INFERENCE / _FINE_TUNING / _UNSPECIFIED.",
+    )
+    model_id: int | None = Field(default=None, description="Model of the version used.")
+    model_version: int | None = Field(default=None, description="Version number used.")
+
+
+class ReportTrialSourceInfoRequest(WireRequest):
+    trial_source_info: TrialSourceInfo = Field(description="The link to record.")
+
+
+class ReportTrialSourceInfoResponse(WireModel):
+    checkpoint_uuid: str = Field(description="The checkpoint linked.")
+    trial_id: int = Field(description="The trial linked.")

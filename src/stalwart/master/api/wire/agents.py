@@ -19,6 +19,7 @@ from stalwart.master.api.models.agents import (
     V1Task,
 )
 from stalwart.master.api.models.common import wire_time
+from stalwart.master.api.models.info import WIRE_VERSION
 from stalwart.master.db.tables import Agent, AgentCredential, Allocation, Slot, Task
 from stalwart.master.services.allocations import container_id
 from stalwart.master.services.interactive import WIRE_TASK_STATES
@@ -129,7 +130,8 @@ def agent_to_wire(
         addresses=[str(a) for a in agent.addresses or []],
         enabled=agent.enabled,
         draining=agent.draining,
-        version=agent.version,
+        version=WIRE_VERSION,
+        stalwart_version=agent.version,
     )
 
 
