@@ -19,8 +19,8 @@ import sys
 
 import determined as det  # type: ignore[import-not-found]  # the det venv has it
 from determined import core
-from determined.common.api import authentication, certs, errors
-from determined.experimental import checkpoint as checkpoints
+from determined.common.api import authentication, certs, errors  # type: ignore[import-not-found]
+from determined.experimental import checkpoint as checkpoints  # type: ignore[import-not-found]
 
 
 def mark_daemon(info: det.ClusterInfo) -> str:
