@@ -4,6 +4,7 @@ definition)."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from stalwart.master.api.models.experiments import (
     BestSearcherValidationMetricResponse,
     CreateExperimentRequest,
     CreateExperimentResponse,
+    ExperimentLabelResponse,
     ExperimentSortBy,
     GetExperimentResponse,
     GetExperimentsResponse,
@@ -26,6 +28,11 @@ from stalwart.master.api.models.experiments import (
     ModelDefResponse,
     PatchExperimentRequest,
     PatchExperimentResponse,
+    PreviewHPSearchRequest,
+    PreviewHPSearchResponse,
+    SearchSummary,
+    SearchUnit,
+    TrialSummary,
     V1Experiment,
 )
 from stalwart.master.api.models.trials import GetExperimentTrialsResponse, TrialSortBy
@@ -35,8 +42,10 @@ from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Experiment, Project
 from stalwart.master.redact import collect_secrets, redact_archive, redact_config
 from stalwart.master.rm.base import EnginePools
+from stalwart.master.searcher.preview import preview_search
 from stalwart.master.services import experiments as svc
-from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.experiment_config import typed_config_of
+from stalwart.master.services.experiment_create import create_experiment, defaulted_config
 from stalwart.master.services.templates import template_config
 from stalwart.master.services.trials import list_experiment_trials
 from stalwart.master.state import MasterState
@@ -103,6 +112,36 @@ def post_experiment(
     )
     return CreateExperimentResponse(
         experiment=wire, config=redact_config(exp.config), notices=created.notices
+    )
+
+
+@router.post("/preview-hp-search", response_model=PreviewHPSearchResponse)
+def preview_hp_search(
+    body: PreviewHPSearchRequest, _caller: CallerDep, state: StateDep
+) -> PreviewHPSearchResponse:
+    """What the config's searcher would create (``det preview-search``): its defaulted searcher
+    section and the planned trials by training length (see
+    :mod:`stalwart.master.searcher.preview`). The config is validated as ``det experiment
+    create`` validates it (400 naming what is wrong); nothing is stored."""
+    if not isinstance(body.config.get("searcher"), dict):
+        raise InvalidArgumentError("invalid experiment configuration; missing searcher")
+    text = json.dumps(body.config)  # JSON is YAML: the config goes through the same checks
+    config, _ = defaulted_config(text, state.settings, archive=None)
+    try:
+        planned = preview_search(typed_config_of(None, config))
+    except ValueError as exc:
+        raise InvalidArgumentError(f"invalid searcher configuration: {exc}") from None
+    return PreviewHPSearchResponse(
+        summary=SearchSummary(
+            config=config["searcher"],
+            trials=[
+                TrialSummary(
+                    count=p.count,
+                    unit=SearchUnit(name=p.unit, value=p.value, max_length=p.unit is None),
+                )
+                for p in planned
+            ],
+        )
     )
 
 
@@ -315,6 +354,30 @@ def patch_experiment(
     return _json(
         PatchExperimentResponse(experiment=_wire(svc.experiment_view(session, experiment_id)))
     )
+
+
+@router.put("/experiments/{experiment_id}/labels/{label}", response_model=ExperimentLabelResponse)
+def put_label(
+    experiment_id: int, label: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> ExperimentLabelResponse:
+    """Add one label (the SDK's ``Experiment.add_label``); a label it has is a no-op. Answers
+    the experiment's labels."""
+    labels = svc.change_label(session, experiment_id, label, add=True)
+    state.hints.experiment(experiment_id)
+    return ExperimentLabelResponse(labels=labels)
+
+
+@router.delete(
+    "/experiments/{experiment_id}/labels/{label}", response_model=ExperimentLabelResponse
+)
+def delete_label(
+    experiment_id: int, label: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> ExperimentLabelResponse:
+    """Remove one label (the SDK's ``Experiment.remove_label``); a label it lacks is a no-op.
+    Answers the experiment's labels."""
+    labels = svc.change_label(session, experiment_id, label, add=False)
+    state.hints.experiment(experiment_id)
+    return ExperimentLabelResponse(labels=labels)
 
 
 @router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefResponse)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -99,6 +100,7 @@ __all__ = [
     "archive_experiment",
     "best_searcher_metric",
     "cancel_experiment",
+    "change_label",
     "delete_experiment",
     "deliver",
     "experiment_view",
@@ -449,6 +451,44 @@ def patch_experiment(session: Session, experiment_id: int, patch: ExperimentPatc
     experiment.config = config
     session.commit()
     return experiment
+
+
+_LABELS_LOCK = threading.Lock()
+
+
+def change_label(session: Session, experiment_id: int, label: str, *, add: bool) -> list[str]:
+    """Add ``label`` to an experiment's labels (at the end) or remove it; commit; return the
+    labels now (``PUT`` / ``DELETE /api/v1/experiments/{id}/labels/{label}``, the SDK's
+    ``add_label`` / ``remove_label``).
+
+    Adding a label it has and removing one it lacks change nothing, as on Determined, which
+    does not refuse archived experiments here either. Concurrent calls do not lose each
+    other's changes: the read-change-write holds this process's lock and the row's lock (on
+    PostgreSQL). 404 for an unknown experiment; 400 for a blank label.
+    """
+    if not label.strip():
+        raise InvalidArgumentError("labels must not be empty or whitespace strings.")
+    with _LABELS_LOCK:
+        session.rollback()  # read the committed labels, not a snapshot taken before the lock
+        experiment = session.get(
+            Experiment,
+            experiment_id,
+            options=[defer(Experiment.model_definition)],
+            with_for_update=True,
+            populate_existing=True,
+        )
+        if experiment is None:
+            raise NotFoundError(f"experiment {experiment_id} not found")
+        labels = [str(x) for x in experiment.labels or []]
+        changed = [*labels, label] if add else [x for x in labels if x != label]
+        if (label in labels) != add:
+            config = json.loads(json.dumps(experiment.config or {}))
+            config["labels"] = changed
+            experiment.labels = changed
+            experiment.config = config
+            labels = changed
+        session.commit()
+    return labels
 
 
 def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
