@@ -46,6 +46,7 @@ from stalwart.master.api import (
     templates,
     tokens,
     trials,
+    unmanaged,
     usage,
     user_groups,
     users,
@@ -193,6 +194,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         auth,
         users,
         experiments,
+        unmanaged,  # before trials: PATCH /trials/{id} and /trials/{id}/start
         trials,
         checkpoints,
         logs,
@@ -219,6 +221,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         webhooks,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(unmanaged.legacy_router)  # POST /task-logs: the SDK's unmanaged shipper
     app.include_router(usage.csv_router)  # /resources/allocation/...: CSV, outside /api/v1
     mount_ui(app, api_prefix=API_PREFIX)  # the web UI at / (docs/ui.md)
     return app

@@ -57,7 +57,7 @@ from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState
 
-__all__ = ["router"]
+__all__ = ["line_text", "router"]
 
 router = APIRouter(tags=["logs"])
 
@@ -87,13 +87,13 @@ def post_task_logs(
     max_line = state.settings.limits.max_log_line_bytes
     lines = [new_log(entry) for entry in body.logs]
     for index, line in enumerate(lines):
-        lines[index] = dataclasses.replace(line, log=_line_text(index, line.log, max_line))
+        lines[index] = dataclasses.replace(line, log=line_text(index, line.log, max_line))
     service.ingest_logs(session, lines, caller_allocation_id=caller.allocation_id)
     session.commit()  # wakes the tasks' followers
     return Empty()
 
 
-def _line_text(index: int, text: str, limit: int) -> str:
+def line_text(index: int, text: str, limit: int) -> str:
     """The line as stored: refused if it is not text, cut to ``limit`` bytes with a marker."""
     try:
         encoded = text.encode("utf-8")

@@ -1,7 +1,8 @@
 """ASGI middleware for the wire dialect's transport rules.
 
 - The official client posts JSON without a ``Content-Type`` (``requests`` with ``data=str``), and
-  tools such as curl label it form data: every ``/api/`` request body is read as JSON.
+  tools such as curl label it form data: every ``/api/`` request body is read as JSON (and the
+  body of the legacy ``/task-logs``, which the SDK's unmanaged log shipper posts).
 - A request whose declared ``Content-Length`` is over ``limits.max_request_bytes`` is answered
   413 at once, before its body is read. A body without a declared length (chunked) is counted
   as it is read: passing the limit raises :class:`BodyTooLargeError`, an ``HTTPException(413)``
@@ -46,7 +47,8 @@ class WireMiddleware:
         self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/api/"):
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http" or not (path.startswith("/api/") or path == "/task-logs"):
             await self.app(scope, receive, send)
             return
         sent_type = next((v for k, v in scope["headers"] if k == b"content-type"), None)

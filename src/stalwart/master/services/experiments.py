@@ -234,8 +234,14 @@ def apply_pause(session: Session, experiment: Experiment) -> Signals:
 
 
 def apply_activate(session: Session, experiment: Experiment) -> Signals:
-    """PAUSED -> ACTIVE (see the module docstring); ACTIVE is a no-op."""
+    """PAUSED -> ACTIVE (see the module docstring); ACTIVE is a no-op. Unmanaged experiments
+    are refused: their script runs them."""
     _refuse_archived(experiment)
+    if experiment.unmanaged:
+        raise FailedPreconditionError(
+            f"experiment {experiment.id} is unmanaged: the script that reports it runs it "
+            "(run the script again to resume it)"
+        )
     if experiment.state == "ACTIVE":
         return Signals()
     if experiment.state != "PAUSED":
