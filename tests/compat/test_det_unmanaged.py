@@ -45,6 +45,7 @@ def test_a_detached_script_reports_and_resumes_by_external_id(
     second = sdk_result(det_venv, admin, WORKFLOWS / "unmanaged_sdk.py", storage, "nightly-1")
     assert (second["experiment"], second["trial"]) == (first["experiment"], first["trial"])
     assert second["trials"] == [first["trial"]]
+    assert second["by_external_id"] == first["trial"]
     assert second["run"] == 2
     assert second["resumed_from"] == first["checkpoint"]
     assert [s for s, _ in second["training"]] == [10, 20, 30, 40, 50, 60]

@@ -3,7 +3,8 @@
 Run with the det-venv python: ``unmanaged_sdk.py MASTER_URL STORAGE_DIR EXTERNAL_ID``. A plain
 script (no task, no agent): logs in as ``admin``, ``core_v2.init`` with the external experiment
 and trial id ``EXTERNAL_ID``, reports three training and one validation metrics, stores a
-checkpoint under ``STORAGE_DIR``, closes, then reads back through the SDK what the master keeps.
+checkpoint under ``STORAGE_DIR``, closes, then reads back through the SDK what the master
+keeps (and the trial by its external ids, ``GET /api/v1/trials/by-external-id/...``).
 Prints one line ``SDK_RESULT <json>``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+from determined.common.api import bindings  # type: ignore[import-not-found]
 from determined.experimental import client, core_v2  # type: ignore[import-not-found]
 
 
@@ -64,6 +66,10 @@ def main() -> None:
     ]
     result["checkpoints"] = [c.uuid for c in exp.list_checkpoints()]
     result["trials"] = [t.id for t in exp.list_trials()]
+    by_external = bindings.get_GetTrialByExternalID(
+        sdk._session, externalExperimentId=external, externalTrialId=external
+    )
+    result["by_external_id"] = by_external.trial.id
     print("SDK_RESULT " + json.dumps(result))
 
 

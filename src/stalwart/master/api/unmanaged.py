@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Body
 from sqlalchemy.orm import Session
 
-from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
+from stalwart.errors import InvalidArgumentError, NotFoundError, PayloadTooLargeError
 from stalwart.master import policy
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.logs import line_text
@@ -77,6 +77,26 @@ def put_trial(
     answer = _new_trial(body.create_trial_request, caller, session, body.external_trial_id)
     state.hints.experiment(body.create_trial_request.experiment_id)
     return answer
+
+
+@router.get(
+    "/trials/by-external-id/{external_experiment_id}/{external_trial_id}",
+    response_model=TrialResponse,
+)
+def get_trial_by_external_id(
+    external_experiment_id: str, external_trial_id: str, caller: CallerDep, session: SessionDep
+) -> TrialResponse:
+    """The trial of an external trial id in the experiment of an external experiment id (404
+    when there is none; 403 when the caller may not see its experiment)."""
+    trial = svc.find_trial_by_external_ids(session, external_experiment_id, external_trial_id)
+    if trial is None:
+        raise NotFoundError(
+            f"no trial of external id {external_trial_id!r} in an experiment of external id "
+            f"{external_experiment_id!r}"
+        )
+    experiment = experiments_svc.get_experiment(session, trial.experiment_id)
+    policy.require_view_experiment(session, caller.user, experiment)
+    return _wire(session, trial)
 
 
 @router.post("/trials/{trial_id}/start", response_model=StartTrialResponse)

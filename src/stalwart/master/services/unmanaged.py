@@ -52,6 +52,7 @@ from stalwart.master.transitions import (
 __all__ = [
     "TrialStart",
     "find_by_external_id",
+    "find_trial_by_external_ids",
     "new_trial",
     "report_trial_state",
     "require_unmanaged",
@@ -131,6 +132,18 @@ def find_by_external_id(session: Session, external_id: str) -> Experiment | None
     """The experiment of an external experiment id, if any."""
     return session.scalar(
         select(Experiment).where(Experiment.external_experiment_id == external_id)
+    )
+
+
+def find_trial_by_external_ids(
+    session: Session, external_experiment_id: str, external_trial_id: str
+) -> Trial | None:
+    """The trial of an external trial id in the experiment of an external experiment id."""
+    experiment = find_by_external_id(session, external_experiment_id)
+    if experiment is None:
+        return None
+    return session.scalar(
+        select(Trial).where(Trial.task_id == f"{experiment.id}.{external_trial_id}")
     )
 
 
