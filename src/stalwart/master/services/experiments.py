@@ -803,8 +803,8 @@ def _views(session: Session, rows: Sequence[Any], trial_data: bool) -> list[Expe
     for exp, username, display, p_name, p_owner, ws_id, ws_name, parent_archived in rows:
         count, size = checkpoints.get(exp.id, (0, 0))
         state = exp.state
-        if state == "ACTIVE":
-            state = most_progressed(substates.get(exp.id, ()))
+        if state == "ACTIVE":  # an unmanaged one runs where its script runs
+            state = "RUNNING" if exp.unmanaged else most_progressed(substates.get(exp.id, ()))
         best_id, best_value = best.get(exp.id, (None, None))
         views.append(
             ExperimentView(
@@ -893,6 +893,6 @@ def experiment_view(session: Session, experiment_id: int) -> ExperimentView:
         )
     )
     summary = None
-    if view.state in ACTIVE_SUBSTATES:
+    if view.state in ACTIVE_SUBSTATES and not view.experiment.unmanaged:  # not in the queue
         summary = ("STATE_QUEUED" if view.state == "QUEUED" else "STATE_SCHEDULED", 0)
     return replace(view, trial_ids=trial_ids, job_summary=summary)
