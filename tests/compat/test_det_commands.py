@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.conftest import Det, describe
+from tests.compat.conftest import Det, describe, sdk_result
 from tests.compat.test_det_workflows import UUID, admin, agent
 
 __all__ = ["admin", "agent"]  # the module-wide master's agent and logged-in admin
@@ -93,3 +93,67 @@ def test_det_task_create_runs_a_generic_task_with_its_files(admin: Det, tmp_path
     assert task_id is not None, describe(done)
     shown = admin.ok("task", "config", task_id.group(0)).stdout
     assert "cat note.txt" in shown
+
+
+TASK_STATE = """
+import sys, time
+from determined.common.api import bindings
+from determined.experimental import client
+d = client.Determined(master=sys.argv[1], user="admin", password="")
+deadline = time.monotonic() + 60
+while True:
+    task = bindings.get_GetTask(d._session, taskId=sys.argv[2]).task
+    state = task.taskState.value if task.taskState else None
+    if state == sys.argv[3] or time.monotonic() > deadline:
+        print("SDK_RESULT", '"%s"' % state)
+        break
+    time.sleep(0.3)
+"""
+
+
+def _wait_log_count(cli: Det, task_id: str, text: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        logs = cli.ok("task", "logs", task_id).stdout
+        if logs.count(text) >= count or time.monotonic() > deadline:
+            assert logs.count(text) == count, logs
+            return
+        time.sleep(0.5)
+
+
+def test_det_task_pause_and_unpause_run_a_generic_task_again(
+    det_venv: Path, admin: Det, tmp_path: Path
+) -> None:
+    config = tmp_path / "task.yaml"
+    config.write_text(
+        "entrypoint: ['sh', '-c', 'echo run-started; sleep 600']\nresources:\n  slots: 0\n"
+    )
+    created = admin.ok("task", "create", str(config)).stdout
+    found = UUID.search(created)
+    assert found is not None, created
+    task_id = found.group(0)
+    state_script = tmp_path / "state.py"
+    state_script.write_text(TASK_STATE)
+    try:
+        _wait_log_count(admin, task_id, "run-started", 1)
+        refused = admin.run("task", "unpause", task_id)
+        assert refused.returncode != 0
+        assert "not in paused state" in refused.stdout + refused.stderr
+        assert f"Paused task: {task_id}" in admin.ok("task", "pause", task_id).stdout
+        paused = sdk_result(det_venv, admin, state_script, task_id, "GENERIC_TASK_STATE_PAUSED")
+        assert paused == "GENERIC_TASK_STATE_PAUSED"
+        again = admin.run("task", "pause", task_id)
+        assert again.returncode != 0
+        assert "in state 'PAUSED'" in again.stdout + again.stderr
+        assert f"Unpaused task: {task_id}" in admin.ok("task", "unpause", task_id).stdout
+        _wait_log_count(admin, task_id, "run-started", 2)  # the entrypoint ran again
+        assert task_id in admin.ok("task", "list").stdout  # running again
+    finally:
+        admin.run("task", "kill", task_id)
+    command = admin.ok("cmd", "run", "-d", "sleep 600").stdout.strip()
+    try:
+        refused = admin.run("task", "pause", command)
+        assert refused.returncode != 0
+        assert "only generic tasks" in refused.stdout + refused.stderr
+    finally:
+        admin.ok("cmd", "kill", command)

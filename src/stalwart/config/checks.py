@@ -44,8 +44,10 @@ def iter_hyperparameters(
             yield (*prefix, name), hp
 
 
-def check_experiment(config: ExperimentConfig) -> CheckResult:
-    """Cross-field rules of Determined's experiment config (and Stalwart's additions)."""
+def check_experiment(config: ExperimentConfig, *, unmanaged: bool = False) -> CheckResult:
+    """Cross-field rules of Determined's experiment config (and Stalwart's additions).
+    ``unmanaged``: the config of an experiment run outside the cluster (the SDK's detached
+    mode), which needs no entrypoint."""
     result = CheckResult()
     searcher = config.searcher
     numeric = (IntHyperparameter, DoubleHyperparameter, LogHyperparameter)
@@ -105,7 +107,7 @@ def check_experiment(config: ExperimentConfig) -> CheckResult:
             )
         )
 
-    if config.entrypoint is None:
+    if config.entrypoint is None and not unmanaged:
         result.problems.append(
             Problem(
                 ("entrypoint",),

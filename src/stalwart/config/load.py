@@ -113,9 +113,14 @@ def _removed_searcher(data: Mapping[str, Any]) -> list[Problem]:
 
 
 def validate_experiment(
-    data: Any, *, source: str = "<config>", lines: LineMap | None = None
+    data: Any,
+    *,
+    source: str = "<config>",
+    lines: LineMap | None = None,
+    unmanaged: bool = False,
 ) -> LoadedExperiment:
-    """Validate a (merged) raw experiment config; raise ConfigError with every problem."""
+    """Validate a (merged) raw experiment config; raise ConfigError with every problem.
+    ``unmanaged``: see :func:`~stalwart.config.checks.check_experiment`."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, ["<config>: must be a mapping of experiment settings"])
     problems = _removed_searcher(data)
@@ -128,7 +133,7 @@ def validate_experiment(
     except ValidationError as exc:
         problems += problems_from_error(exc, ExperimentConfig, data, lines)
         raise ConfigError(source, render_problems(_with_lines(problems, lines))) from None
-    result = check_experiment(config)
+    result = check_experiment(config, unmanaged=unmanaged)
     problems += result.problems
     if problems:
         raise ConfigError(source, render_problems(_with_lines(problems, lines)))
@@ -145,11 +150,12 @@ def _with_lines(problems: list[Problem], lines: LineMap | None) -> list[Problem]
 
 
 def load_experiment_config(
-    path: Path | ParsedDocument, defaults: DefaultsLayers | None = None
+    path: Path | ParsedDocument, defaults: DefaultsLayers | None = None, *, unmanaged: bool = False
 ) -> LoadedExperiment:
-    """Read, merge with ``defaults`` and validate one experiment-config file."""
+    """Read, merge with ``defaults`` and validate one experiment-config file (``unmanaged``:
+    see :func:`~stalwart.config.checks.check_experiment`)."""
     doc = path if isinstance(path, ParsedDocument) else read_yaml(path)
     if not isinstance(doc.data, Mapping):
         raise ConfigError(doc.source, ["<config>: must be a mapping of experiment settings"])
     merged = merge_experiment_layers(doc.data, defaults)
-    return validate_experiment(merged, source=doc.source, lines=doc.lines)
+    return validate_experiment(merged, source=doc.source, lines=doc.lines, unmanaged=unmanaged)

@@ -48,6 +48,7 @@ from stalwart.master.api import (
     templates,
     tokens,
     trials,
+    unmanaged,
     usage,
     user_groups,
     users,
@@ -209,6 +210,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         auth,
         users,
         experiments,
+        unmanaged,  # before trials: PATCH /trials/{id} and /trials/{id}/start
         trials,
         checkpoints,
         logs,

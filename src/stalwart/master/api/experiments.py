@@ -4,21 +4,25 @@ definition)."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from stalwart.errors import InvalidArgumentError
+from stalwart.errors import InvalidArgumentError, NotFoundError
 from stalwart.master import policy
-from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
+from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import Empty, WireModel
 from stalwart.master.api.models.experiments import (
     BestSearcherValidationMetricResponse,
     CreateExperimentRequest,
     CreateExperimentResponse,
+    ExperimentLabelResponse,
     ExperimentSortBy,
     GetExperimentResponse,
     GetExperimentsResponse,
@@ -26,18 +30,27 @@ from stalwart.master.api.models.experiments import (
     ModelDefResponse,
     PatchExperimentRequest,
     PatchExperimentResponse,
+    PreviewHPSearchRequest,
+    PreviewHPSearchResponse,
+    PutExperimentResponse,
+    SearchSummary,
+    SearchUnit,
+    TrialSummary,
     V1Experiment,
 )
 from stalwart.master.api.models.trials import GetExperimentTrialsResponse, TrialSortBy
 from stalwart.master.api.models.users import OrderBy
 from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
-from stalwart.master.db.tables import Experiment, Project
+from stalwart.master.db.tables import Experiment, Project, Workspace
 from stalwart.master.redact import collect_secrets, redact_archive, redact_config
 from stalwart.master.rm.base import EnginePools
+from stalwart.master.searcher.preview import preview_search
 from stalwart.master.services import experiments as svc
+from stalwart.master.services import unmanaged as unmanaged_svc
 from stalwart.master.services.checkpoint_files import set_gc_policy
-from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.experiment_config import typed_config_of
+from stalwart.master.services.experiment_create import create_experiment, defaulted_config
 from stalwart.master.services.templates import template_config
 from stalwart.master.services.trials import list_experiment_trials
 from stalwart.master.state import MasterState
@@ -64,20 +77,46 @@ def _pool_of_text(config_text: str, template: Mapping[str, Any] | None = None) -
     return "default"
 
 
-@router.post("/experiments", response_model=CreateExperimentResponse)
-def post_experiment(
+def _project_named(session: Session, config_text: str) -> int | None:
+    """The project an unmanaged experiment's config names (``workspace`` and ``project``,
+    both or neither; 404 when they name none), as Determined's master reads them."""
+    try:
+        data = yaml.safe_load(config_text)
+    except (yaml.YAMLError, RecursionError):
+        return None  # creation reports what is wrong with the text
+    if not isinstance(data, Mapping):
+        return None
+    workspace, project = data.get("workspace"), data.get("project")
+    if not workspace and not project:
+        return None
+    if not (isinstance(workspace, str) and workspace and isinstance(project, str) and project):
+        raise InvalidArgumentError(
+            "name both the workspace and the project of the experiment, or neither"
+        )
+    found = session.scalar(
+        select(Project.id)
+        .join(Workspace, Workspace.id == Project.workspace_id)
+        .where(Workspace.name == workspace, Project.name == project)
+    )
+    if found is None:
+        raise NotFoundError(f"project '{project}' not found in workspace '{workspace}'")
+    return int(found)
+
+
+def _create(
     body: CreateExperimentRequest,
-    caller: CallerDep,
-    session: SessionDep,
-    state: StateDep,
+    caller: Caller,
+    session: Session,
+    state: MasterState,
+    external_id: str | None = None,
 ) -> CreateExperimentResponse:
-    """Create an experiment from YAML text and a model definition (400 if invalid; 400 too
-    when the engine defines the pools (Slurm, PBS) and its resource pool is not one)."""
-    if body.unmanaged:
-        raise InvalidArgumentError("unmanaged experiments are not supported by Stalwart")
+    unmanaged = bool(body.unmanaged)
     template = template_config(session, caller.user, body.template) if body.template else None
-    if isinstance(state.rm, EnginePools):
+    if isinstance(state.rm, EnginePools) and not unmanaged:
         state.rm.check_pool(_pool_of_text(body.config, template))
+    project_id = body.project_id
+    if unmanaged and project_id is None:
+        project_id = _project_named(session, body.config)
     created = create_experiment(
         session,
         state.settings,
@@ -85,10 +124,12 @@ def post_experiment(
         config_text=body.config,
         model_definition=[f.model_dump() for f in body.model_definition],
         activate=body.activate,
-        project_id=body.project_id,
+        project_id=project_id,
         parent_id=body.parent_id,
         validate_only=body.validate_only,
         template=template,
+        unmanaged=unmanaged,
+        external_experiment_id=external_id,
     )
     exp = created.experiment
     if not body.validate_only:
@@ -104,6 +145,93 @@ def post_experiment(
     )
     return CreateExperimentResponse(
         experiment=wire, config=redact_config(exp.config), notices=created.notices
+    )
+
+
+@router.post("/experiments", response_model=CreateExperimentResponse)
+def post_experiment(
+    body: CreateExperimentRequest,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+) -> CreateExperimentResponse:
+    """Create an experiment from YAML text and a model definition (400 if invalid; 400 too
+    when the engine defines the pools (Slurm, PBS) and its resource pool is not one). No model
+    definition (absent, empty or null) is an experiment without files. ``unmanaged``: the
+    SDK's detached mode (:mod:`stalwart.master.services.unmanaged`), created PAUSED, in the
+    project its config's ``workspace`` and ``project`` name when the body names none."""
+    return _create(body, caller, session, state)
+
+
+@router.put(
+    "/experiments/by-external-id/{external_experiment_id}",
+    response_model=PutExperimentResponse,
+)
+def put_experiment(
+    external_experiment_id: str,
+    body: CreateExperimentRequest,
+    caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+) -> Response:
+    """The unmanaged experiment of an external id (the SDK's ``core_v2`` with
+    ``external_experiment_id``): created the first time, the same one afterwards (its config
+    unchanged; the caller must be able to see it). Managed experiments and forks are refused."""
+    if not body.unmanaged:
+        raise InvalidArgumentError("only unmanaged experiments can be put by external id")
+    if body.parent_id:
+        raise InvalidArgumentError("an unmanaged experiment cannot be forked from another")
+    if not external_experiment_id.strip() or len(external_experiment_id) > 255:
+        raise InvalidArgumentError("externalExperimentId must be 1 to 255 characters")
+    found = unmanaged_svc.find_by_external_id(session, external_experiment_id)
+    if found is None:
+        try:
+            created = _create(body, caller, session, state, external_id=external_experiment_id)
+        except IntegrityError:  # created meanwhile by another call with the same id
+            session.rollback()
+            found = unmanaged_svc.find_by_external_id(session, external_experiment_id)
+            if found is None:
+                raise
+        else:
+            return _json(
+                PutExperimentResponse(experiment=created.experiment, config=created.config or {})
+            )
+    if not found.unmanaged:
+        raise InvalidArgumentError(
+            f"experiment {found.id} of external id {external_experiment_id!r} is managed"
+        )
+    policy.require_view_experiment(session, caller.user, found)
+    view = svc.experiment_view(session, found.id)
+    return _json(PutExperimentResponse(experiment=_wire(view), config=redact_config(found.config)))
+
+
+@router.post("/preview-hp-search", response_model=PreviewHPSearchResponse)
+def preview_hp_search(
+    body: PreviewHPSearchRequest, _caller: CallerDep, state: StateDep
+) -> PreviewHPSearchResponse:
+    """What the config's searcher would create (``det preview-search``): its defaulted searcher
+    section and the planned trials by training length (see
+    :mod:`stalwart.master.searcher.preview`). The config is validated as ``det experiment
+    create`` validates it (400 naming what is wrong); nothing is stored."""
+    if not isinstance(body.config.get("searcher"), dict):
+        raise InvalidArgumentError("invalid experiment configuration; missing searcher")
+    text = json.dumps(body.config)  # JSON is YAML: the config goes through the same checks
+    config, _ = defaulted_config(text, state.settings, archive=None)
+    try:
+        planned = preview_search(typed_config_of(None, config))
+    except ValueError as exc:
+        raise InvalidArgumentError(f"invalid searcher configuration: {exc}") from None
+    return PreviewHPSearchResponse(
+        summary=SearchSummary(
+            config=config["searcher"],
+            trials=[
+                TrialSummary(
+                    count=p.count,
+                    unit=SearchUnit(name=p.unit, value=p.value, max_length=p.unit is None),
+                )
+                for p in planned
+            ],
+        )
     )
 
 
@@ -328,6 +456,30 @@ def patch_experiment(
     return _json(
         PatchExperimentResponse(experiment=_wire(svc.experiment_view(session, experiment_id)))
     )
+
+
+@router.put("/experiments/{experiment_id}/labels/{label}", response_model=ExperimentLabelResponse)
+def put_label(
+    experiment_id: int, label: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> ExperimentLabelResponse:
+    """Add one label (the SDK's ``Experiment.add_label``); a label it has is a no-op. Answers
+    the experiment's labels."""
+    labels = svc.change_label(session, experiment_id, label, add=True)
+    state.hints.experiment(experiment_id)
+    return ExperimentLabelResponse(labels=labels)
+
+
+@router.delete(
+    "/experiments/{experiment_id}/labels/{label}", response_model=ExperimentLabelResponse
+)
+def delete_label(
+    experiment_id: int, label: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> ExperimentLabelResponse:
+    """Remove one label (the SDK's ``Experiment.remove_label``); a label it lacks is a no-op.
+    Answers the experiment's labels."""
+    labels = svc.change_label(session, experiment_id, label, add=False)
+    state.hints.experiment(experiment_id)
+    return ExperimentLabelResponse(labels=labels)
 
 
 @router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefResponse)

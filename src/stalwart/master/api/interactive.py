@@ -328,6 +328,35 @@ def kill_generic_task(
     return Empty()
 
 
+@router.post("/tasks/{task_id}/pause", response_model=Empty)
+def pause_generic_task(
+    task_id: str, caller: CallerDep, session: SessionDep, state: StateDep
+) -> Empty:
+    """``det task pause``: stop a generic task's run and keep the task, paused (see
+    :func:`stalwart.master.services.interactive.pause_task`)."""
+    task = svc.get_task(session, caller.user, task_id)
+    with state.lifecycle:
+        woken = svc.pause_task(session, task)
+        session.commit()
+    state.wake(session, woken)
+    state.hints.poke()
+    return Empty()
+
+
+@router.post("/tasks/{task_id}/unpause", response_model=Empty)
+def unpause_generic_task(
+    task_id: str, caller: CallerDep, session: SessionDep, state: StateDep
+) -> Empty:
+    """``det task unpause``: run a paused generic task's entrypoint again, in a new
+    allocation."""
+    task = svc.get_task(session, caller.user, task_id)
+    with state.lifecycle:
+        svc.unpause_task(session, task)
+        session.commit()
+    state.hints.poke()
+    return Empty()
+
+
 @router.get("/tasks/{task_id}/config")
 def get_task_config(task_id: str, caller: CallerDep, session: SessionDep) -> JSONResponse:
     """``det task config``: an interactive task's config, as JSON text."""

@@ -59,7 +59,7 @@ from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState
 
-__all__ = ["legacy_router", "router"]
+__all__ = ["legacy_router", "line_text", "router"]
 
 router = APIRouter(tags=["logs"])
 legacy_router = APIRouter(tags=["logs"])
@@ -91,7 +91,7 @@ def post_task_logs(
     max_line = state.settings.limits.max_log_line_bytes
     lines = [new_log(entry) for entry in body.logs]
     for index, line in enumerate(lines):
-        lines[index] = dataclasses.replace(line, log=_line_text(index, line.log, max_line))
+        lines[index] = dataclasses.replace(line, log=line_text(index, line.log, max_line))
     service.ingest_logs(session, lines, caller_allocation_id=caller.allocation_id)
     session.commit()  # wakes the tasks' followers
     return Empty()
@@ -104,13 +104,14 @@ def post_task_logs_legacy(
     """Determined's legacy log shipping (``core._log_shipper``, the log sender of unmanaged
     trials): a bare JSON list of ``model.TaskLog`` objects (snake_case keys: ``task_id``,
     ``log``, ``timestamp``, ``level``, ``stdtype``, ``source``, ``allocation_id``,
-    ``agent_id``, ``container_id``, ``rank_id``; others are ignored). Stored exactly as
+    ``agent_id``, ``container_id``, ``rank_id`` or the unmanaged shipper's ``rank``, a string;
+    others are ignored). Stored exactly as
     ``POST /api/v1/task/logs`` stores them, with the same limits and access rule; answers
     ``""`` as Determined does. An empty list stores nothing."""
     if not body:
         return ""
     try:
-        entries = [TaskLogIn.model_validate(item) for item in body]
+        entries = [TaskLogIn.model_validate(_with_rank_id(item)) for item in body]
     except ValidationError as exc:
         raise InvalidArgumentError(
             "each posted task log needs a task_id and a log (Determined's model.TaskLog): "
@@ -120,7 +121,15 @@ def post_task_logs_legacy(
     return ""
 
 
-def _line_text(index: int, text: str, limit: int) -> str:
+def _with_rank_id(item: dict[str, Any]) -> dict[str, Any]:
+    """A legacy log entry with the SDK's ``rank`` (a string) as ``rank_id``."""
+    rank = item.get("rank")
+    if item.get("rank_id") is None and isinstance(rank, str) and rank.isdigit():
+        return {**item, "rank_id": int(rank)}
+    return item
+
+
+def line_text(index: int, text: str, limit: int) -> str:
     """The line as stored: refused if it is not text, cut to ``limit`` bytes with a marker."""
     try:
         encoded = text.encode("utf-8")

@@ -20,7 +20,11 @@ from stalwart.errors import FailedPreconditionError, ForbiddenError, NotFoundErr
 from stalwart.master import policy
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
 from stalwart.master.api.models.common import Empty, paginate
-from stalwart.master.api.models.groups import PoolBindingsRequest, PoolBindingsResponse
+from stalwart.master.api.models.groups import (
+    AvailablePoolsResponse,
+    PoolBindingsRequest,
+    PoolBindingsResponse,
+)
 from stalwart.master.db.tables import Workspace
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.services import agents as agent_service
@@ -139,3 +143,25 @@ def replace_bindings(
 ) -> Empty:
     """Bind the pool to exactly these workspaces (cluster admins)."""
     return _change(svc.replace, pool_name, body, session, state)
+
+
+@router.get(
+    "/workspaces/{workspace_id}/available-resource-pools", response_model=AvailablePoolsResponse
+)
+def available_pools(
+    workspace_id: int,
+    _caller: CallerDep,
+    session: SessionDep,
+    state: StateDep,
+    offset: int = 0,
+    limit: int = 0,
+) -> AvailablePoolsResponse:
+    """The pools the workspace's experiments and tasks may use (``det workspace list-pools``):
+    the master's pools that are bound to no workspace or bound to this one, in the master's
+    order. 404 for an unknown workspace (or one the caller has no role in)."""
+    if session.get(Workspace, workspace_id) is None:
+        raise NotFoundError(f"workspace {workspace_id} not found")
+    names, _ = known_pools(state, session)
+    usable = [p for p in names if svc.pool_usable(session, p, workspace_id)]
+    start, end, page = paginate(len(usable), offset, limit)
+    return AvailablePoolsResponse(resource_pools=usable[start:end], pagination=page)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from stalwart.errors import FailedPreconditionError, InvalidArgumentError, PayloadTooLargeError
+from stalwart.errors import InvalidArgumentError, PayloadTooLargeError
 from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep, get_caller
 from stalwart.master.api.models.common import Empty, WireRequest, wire_time
@@ -29,8 +29,6 @@ from stalwart.master.api.models.trials import (
     MetricSeriesResponse,
     MetricsReport,
     MetricsWorkload,
-    PatchTrialRequest,
-    PatchTrialResponse,
     ReportTrialMetricsBatchRequest,
     ReportTrialMetricsRequest,
     ReportTrialProgressRequest,
@@ -472,22 +470,6 @@ def set_runner_metadata(
     """What the trial says it is doing (``runnerState``)."""
     svc.set_runner_state(session, trial_id, body.state)
     return Empty()
-
-
-@router.patch("/trials/{trial_id}", response_model=PatchTrialResponse)
-def patch_trial(
-    trial_id: int, body: PatchTrialRequest, _caller: CallerDep, session: SessionDep
-) -> PatchTrialResponse:
-    """``PatchTrial``: the heartbeat and state of an *unmanaged* trial (``core.init()`` outside
-    a cluster task). As on Determined, only unmanaged trials may be patched; Stalwart runs
-    every trial itself (it refuses unmanaged experiments), so this answers 400 saying so,
-    after the usual 404 / 403 checks on the trial."""
-    trial = svc.get_trial(session, trial_id)
-    raise FailedPreconditionError(
-        f"trial {trial.id} is managed by the master; only unmanaged trials are supported by "
-        "PATCH /api/v1/trials/{id}, and Stalwart does not run unmanaged experiments (run the "
-        "script as an experiment: `det experiment create`)"
-    )
 
 
 @router.post("/trial-source-info", response_model=ReportTrialSourceInfoResponse)

@@ -232,6 +232,7 @@ class ClusterLoop:
                     Trial.state == "ACTIVE",
                     Trial.searcher_stopped.is_(False),
                     Experiment.state == "ACTIVE",
+                    Experiment.unmanaged.is_(False),  # their scripts run them
                     ~live,
                 )
                 .order_by(Trial.id)

@@ -21,7 +21,8 @@ loads it, feeds it events and carries out its actions, all inside the caller's t
   searcher metric) moves the experiment to STOPPING_ERROR, stops its trials, and writes the
   message to the offending trial's logs.
 
-Experiments that are stopping or terminal are not driven. Returns the :class:`Signals` to
+Experiments that are stopping or terminal are not driven, nor unmanaged ones (the SDK's
+detached mode: their script creates their trials). Returns the :class:`Signals` to
 deliver after the commit.
 """
 
@@ -93,8 +94,8 @@ def _new_validations(
 def drive(session: Session, experiment: Experiment) -> Signals:
     """Feed the experiment's searcher everything new and carry out its actions (no commit)."""
     signals = Signals()
-    if experiment.state not in DRIVEN_STATES:
-        return signals
+    if experiment.state not in DRIVEN_STATES or experiment.unmanaged:
+        return signals  # an unmanaged experiment's trials come from its script
     searcher, cursor, actions = _load(experiment)
     pending: deque[Action] = deque(actions)
     trials = _Trials(session, experiment.id)

@@ -31,6 +31,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -260,6 +261,10 @@ class Experiment(Base):
     end_time: Mapped[dt.datetime | None] = mapped_column()
     searcher_state: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
     checkpoints_collected: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Unmanaged: reported from outside the cluster (the SDK's detached mode); the master creates
+    # no trial and runs nothing for it. Its external id (unique) finds it again.
+    unmanaged: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    external_experiment_id: Mapped[str | None] = mapped_column(String(255), index=True, unique=True)
 
 
 class Trial(Base):

@@ -17,10 +17,10 @@ from stalwart.master.searcher.grid import GridSearch
 from stalwart.master.searcher.random_search import RandomSearch
 from stalwart.master.searcher.single import SingleSearch
 
-__all__ = ["make_searcher"]
+__all__ = ["make_searcher", "time_budget"]
 
 
-def _time_budget(searcher: AsyncHalvingSearcher | AdaptiveASHASearcher) -> tuple[str, int]:
+def time_budget(searcher: AsyncHalvingSearcher | AdaptiveASHASearcher) -> tuple[str, int]:
     """``(time_metric, max_time)``; the legacy ``max_length`` gives its unit and value (a
     unitless integer counts batches)."""
     if searcher.time_metric is not None and searcher.max_time is not None:
@@ -54,7 +54,7 @@ def make_searcher(config: ExperimentConfig, *, seed: int | None = None) -> Searc
         )
     if isinstance(s, GridSearcher):
         return GridSearch(hps, seed, max_concurrent_trials=s.max_concurrent_trials)
-    time_metric, max_time = _time_budget(s)
+    time_metric, max_time = time_budget(s)
     if isinstance(s, AsyncHalvingSearcher):
         return AsyncHalvingSearch(
             hps,

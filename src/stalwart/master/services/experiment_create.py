@@ -65,6 +65,7 @@ def defaulted_config(
     archive: bytes | None,
     template: Mapping[str, Any] | None = None,
     workspace: Workspace | None = None,
+    unmanaged: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """The fully defaulted config for YAML ``text`` and the notices about it; ``workspace``'s
     checkpoint storage goes under the config's own (over the master's), and its default pool
@@ -90,6 +91,7 @@ def defaulted_config(
                     workspace, settings.default_checkpoint_storage
                 ),
             ),
+            unmanaged=unmanaged,
         )
     except ConfigError as exc:
         raise _invalid(exc.problems) from None
@@ -165,10 +167,14 @@ def create_experiment(
     parent_id: int | None = None,
     validate_only: bool = False,
     template: Mapping[str, Any] | None = None,
+    unmanaged: bool = False,
+    external_experiment_id: str | None = None,
 ) -> CreatedExperiment:
     """Validate and store a new experiment (ACTIVE if ``activate``, else PAUSED); the owner
     needs a member role or more in the project's workspace (:mod:`stalwart.master.policy`).
-    ``template``: a config template's settings, merged under the config."""
+    ``template``: a config template's settings, merged under the config. ``unmanaged``: the
+    SDK's detached mode (:mod:`stalwart.master.services.unmanaged`): always PAUSED, never
+    checkpoint-collected by the master, found again by ``external_experiment_id``."""
     archive = build_archive(model_definition, max_bytes=settings.limits.max_model_definition_bytes)
     project = session.get(Project, project_id or 1)
     if project is None:
@@ -181,14 +187,19 @@ def create_experiment(
             "experiments"
         )
     config, notices = defaulted_config(
-        config_text, settings, archive=archive, template=template, workspace=workspace
+        config_text,
+        settings,
+        archive=archive,
+        template=template,
+        workspace=workspace,
+        unmanaged=unmanaged,
     )
     resources = cast(dict[str, Any], config.get("resources", {}))
     experiment = Experiment(
         name=str(config["name"]),
         description=config.get("description"),
         labels=list(config.get("labels") or []),
-        state="ACTIVE" if activate else "PAUSED",
+        state="ACTIVE" if activate and not unmanaged else "PAUSED",
         archived=False,
         project_id=project.id,
         owner_id=owner.id,
@@ -200,6 +211,9 @@ def create_experiment(
         job_id=str(uuid.uuid4()),
         parent_id=parent_id,
         start_time=utcnow(),
+        unmanaged=unmanaged,
+        external_experiment_id=external_experiment_id,
+        checkpoints_collected=unmanaged,  # its storage is the script's: nothing to collect
     )
     require_pool_usable(session, experiment.resource_pool, project.workspace_id, "experiment")
     warm_start_checkpoint(session, config)  # the source trial / checkpoint must exist

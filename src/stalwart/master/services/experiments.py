@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -99,6 +100,7 @@ __all__ = [
     "archive_experiment",
     "best_searcher_metric",
     "cancel_experiment",
+    "change_label",
     "delete_experiment",
     "deliver",
     "experiment_view",
@@ -232,8 +234,14 @@ def apply_pause(session: Session, experiment: Experiment) -> Signals:
 
 
 def apply_activate(session: Session, experiment: Experiment) -> Signals:
-    """PAUSED -> ACTIVE (see the module docstring); ACTIVE is a no-op."""
+    """PAUSED -> ACTIVE (see the module docstring); ACTIVE is a no-op. Unmanaged experiments
+    are refused: their script runs them."""
     _refuse_archived(experiment)
+    if experiment.unmanaged:
+        raise FailedPreconditionError(
+            f"experiment {experiment.id} is unmanaged: the script that reports it runs it "
+            "(run the script again to resume it)"
+        )
     if experiment.state == "ACTIVE":
         return Signals()
     if experiment.state != "PAUSED":
@@ -449,6 +457,44 @@ def patch_experiment(session: Session, experiment_id: int, patch: ExperimentPatc
     experiment.config = config
     session.commit()
     return experiment
+
+
+_LABELS_LOCK = threading.Lock()
+
+
+def change_label(session: Session, experiment_id: int, label: str, *, add: bool) -> list[str]:
+    """Add ``label`` to an experiment's labels (at the end) or remove it; commit; return the
+    labels now (``PUT`` / ``DELETE /api/v1/experiments/{id}/labels/{label}``, the SDK's
+    ``add_label`` / ``remove_label``).
+
+    Adding a label it has and removing one it lacks change nothing, as on Determined, which
+    does not refuse archived experiments here either. Concurrent calls do not lose each
+    other's changes: the read-change-write holds this process's lock and the row's lock (on
+    PostgreSQL). 404 for an unknown experiment; 400 for a blank label.
+    """
+    if not label.strip():
+        raise InvalidArgumentError("labels must not be empty or whitespace strings.")
+    with _LABELS_LOCK:
+        session.rollback()  # read the committed labels, not a snapshot taken before the lock
+        experiment = session.get(
+            Experiment,
+            experiment_id,
+            options=[defer(Experiment.model_definition)],
+            with_for_update=True,
+            populate_existing=True,
+        )
+        if experiment is None:
+            raise NotFoundError(f"experiment {experiment_id} not found")
+        labels = [str(x) for x in experiment.labels or []]
+        changed = [*labels, label] if add else [x for x in labels if x != label]
+        if (label in labels) != add:
+            config = json.loads(json.dumps(experiment.config or {}))
+            config["labels"] = changed
+            experiment.labels = changed
+            experiment.config = config
+            labels = changed
+        session.commit()
+    return labels
 
 
 def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
@@ -757,8 +803,8 @@ def _views(session: Session, rows: Sequence[Any], trial_data: bool) -> list[Expe
     for exp, username, display, p_name, p_owner, ws_id, ws_name, parent_archived in rows:
         count, size = checkpoints.get(exp.id, (0, 0))
         state = exp.state
-        if state == "ACTIVE":
-            state = most_progressed(substates.get(exp.id, ()))
+        if state == "ACTIVE":  # an unmanaged one runs where its script runs
+            state = "RUNNING" if exp.unmanaged else most_progressed(substates.get(exp.id, ()))
         best_id, best_value = best.get(exp.id, (None, None))
         views.append(
             ExperimentView(
@@ -847,6 +893,6 @@ def experiment_view(session: Session, experiment_id: int) -> ExperimentView:
         )
     )
     summary = None
-    if view.state in ACTIVE_SUBSTATES:
+    if view.state in ACTIVE_SUBSTATES and not view.experiment.unmanaged:  # not in the queue
         summary = ("STATE_QUEUED" if view.state == "QUEUED" else "STATE_SCHEDULED", 0)
     return replace(view, trial_ids=trial_ids, job_summary=summary)

@@ -68,12 +68,14 @@ __all__ = [
     "exit_status",
     "get_task",
     "idle_expired",
+    "is_paused",
     "kill_task",
     "latest_allocation",
     "launch_task",
     "list_tasks",
     "mark_ready",
     "note_activity",
+    "pause_task",
     "preview_config",
     "report_idle",
     "require_view",
@@ -83,6 +85,7 @@ __all__ = [
     "task_resources",
     "task_state",
     "tensorboard_sources",
+    "unpause_task",
 ]
 
 KIND_LABELS: Mapping[str, str] = {
@@ -409,6 +412,68 @@ def kill_task(
             f"user {user.username} cannot kill task {task.task_id}: only its owner or an admin can"
         )
     return stop_task(session, task, reason)
+
+
+def _generic(task: Task, verb: str) -> None:
+    if task.task_type != "GENERIC":
+        raise InvalidArgumentError(
+            f"cannot {verb} task {task.task_id}: it is a {KIND_LABELS.get(task.task_type, 'task')}"
+            "; only generic tasks (det task create) can be paused (make sure task is of type "
+            "GENERIC)"
+        )
+
+
+def is_paused(task: Task) -> bool:
+    """Whether a generic task is paused (:func:`pause_task`)."""
+    return bool((task.extra or {}).get("paused"))
+
+
+def pause_task(session: Session, task: Task) -> set[str]:
+    """Pause a generic task (``det task pause``), as Determined: its allocation is stopped
+    (no checkpoint: the entrypoint starts again on :func:`unpause_task`) and the task waits,
+    paused, until it is unpaused. 400 for other task kinds and for a task that ended or is
+    paused already. The allocations to wake after the commit."""
+    _generic(task, "pause")
+    if is_paused(task):
+        raise FailedPreconditionError(
+            f"cannot pause task {task.task_id} as it is in state 'PAUSED'"
+        )
+    if task.end_time is not None:
+        raise FailedPreconditionError(
+            f"cannot pause task {task.task_id} as it has ended (create it again, or fork it: "
+            "det task create --fork)"
+        )
+    task.extra = {**(task.extra or {}), "paused": True}
+    return stop_task(session, task, "user requested pause")
+
+
+def unpause_task(session: Session, task: Task) -> None:
+    """Unpause a paused generic task (``det task unpause``): a new allocation runs its
+    entrypoint again from the start, in the queue like any other. 400 unless it is paused, and
+    while its paused allocation is still stopping (try again once it has)."""
+    _generic(task, "unpause")
+    if not is_paused(task):
+        raise FailedPreconditionError(
+            f"cannot unpause task {task.task_id} as it is not in paused state"
+        )
+    live = session.scalar(
+        select(Allocation.id).where(
+            Allocation.task_id == task.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+        )
+    )
+    if live is not None:
+        raise FailedPreconditionError(
+            f"task {task.task_id} is still stopping ({live}); unpause it once it has stopped"
+        )
+    task.extra = {k: v for k, v in (task.extra or {}).items() if k != "paused"} or None
+    task.end_time = None
+    typed = task_config(task)
+    start_allocation(
+        session,
+        task.task_id,
+        slots=typed.slots,
+        resource_pool=typed.resources.resource_pool or "default",
+    )
 
 
 def stop_task(session: Session, task: Task, reason: str) -> set[str]:

@@ -27,6 +27,7 @@ __all__ = [
     "bind",
     "bound_pools",
     "bound_workspaces",
+    "pool_usable",
     "replace",
     "require_pool_usable",
     "resolve_workspaces",
@@ -106,6 +107,12 @@ def replace(session: Session, pool: str, workspaces: Sequence[Workspace]) -> Non
     session.execute(delete(PoolBinding).where(PoolBinding.pool_name == pool))
     session.add_all(PoolBinding(pool_name=pool, workspace_id=w.id) for w in workspaces)
     session.commit()
+
+
+def pool_usable(session: Session, pool: str, workspace_id: int) -> bool:
+    """Whether workspace ``workspace_id`` may use ``pool``: it is unbound or bound to it."""
+    bound = bound_workspaces(session, pool)
+    return not bound or workspace_id in bound
 
 
 def require_pool_usable(session: Session, pool: str, workspace_id: int, what: str) -> None:

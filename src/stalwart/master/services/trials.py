@@ -207,12 +207,15 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     ids = [t.id for t in trials]
     task_ids = [t.task_id for t in trials]
     settings: dict[int, tuple[str | None, bool]] = {}
-    for exp_id, searcher in session.execute(
-        select(Experiment.id, Experiment.config["searcher"]).where(
+    unmanaged: set[int] = set()  # their active trials run where their scripts run
+    for exp_id, searcher, is_unmanaged in session.execute(
+        select(Experiment.id, Experiment.config["searcher"], Experiment.unmanaged).where(
             Experiment.id.in_({t.experiment_id for t in trials})
         )
     ):
         settings[exp_id] = searcher_settings({"searcher": searcher})
+        if is_unmanaged:
+            unmanaged.add(exp_id)
     summaries: dict[int, ValidationSummary] = {}
     by_setting: dict[tuple[str | None, bool], list[int]] = {}
     for t in trials:
@@ -241,7 +244,10 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     for t in trials:
         summary = summaries.get(t.id, ValidationSummary(None, None))
         count, size = checkpoints.get(t.id, (0, 0))
-        state = substates.get(t.task_id, "QUEUED") if t.state == "ACTIVE" else t.state
+        state = t.state
+        if state == "ACTIVE":
+            queued = "RUNNING" if t.experiment_id in unmanaged else "QUEUED"
+            state = substates.get(t.task_id, queued)
         views.append(
             TrialView(
                 trial=t,

@@ -273,6 +273,11 @@ class V1Task(WireModel):
     allocations: list[V1Allocation] = Field(default_factory=list, description="Its runs.")
     start_time: str = Field(description="Creation time (RFC 3339).")
     end_time: str | None = Field(default=None, description="End (RFC 3339).")
+    task_state: str | None = Field(
+        default=None,
+        description="v1GenericTaskState of a paused generic task (GENERIC_TASK_STATE_PAUSED, "
+        "or STOPPING_PAUSED while its run stops); unset otherwise.",
+    )
 
 
 class GetTaskResponse(WireModel):

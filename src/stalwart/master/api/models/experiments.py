@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 
@@ -15,6 +15,7 @@ __all__ = [
     "ContinueExperimentResponse",
     "CreateExperimentRequest",
     "CreateExperimentResponse",
+    "ExperimentLabelResponse",
     "ExperimentSortBy",
     "GetExperimentResponse",
     "GetExperimentsResponse",
@@ -24,6 +25,12 @@ __all__ = [
     "PatchExperimentRequest",
     "PatchExperimentResponse",
     "PatchResources",
+    "PreviewHPSearchRequest",
+    "PreviewHPSearchResponse",
+    "PutExperimentResponse",
+    "SearchSummary",
+    "SearchUnit",
+    "TrialSummary",
     "V1Experiment",
     "V1File",
 ]
@@ -44,14 +51,29 @@ class V1File(WireRequest):
 class CreateExperimentRequest(WireRequest):
     config: str = Field(description="The experiment config as YAML text, sent verbatim.")
     model_definition: list[V1File] = Field(
-        default_factory=list, description="The model definition files."
+        default_factory=list,
+        description="The model definition files; absent or null: none (the SDK's "
+        "``create_experiment`` without ``model_dir`` sends null).",
     )
     activate: bool = Field(default=False, description="Start it now (else PAUSED).")
     parent_id: int | None = Field(default=None, description="Forked from this experiment.")
     project_id: int | None = Field(default=None, description="Project (default 1).")
     template: str | None = Field(default=None, description="Config template name.")
     validate_only: bool = Field(default=False, description="Check the config, create nothing.")
-    unmanaged: bool | None = Field(default=None, description="Unmanaged experiments: refused.")
+    unmanaged: bool | None = Field(
+        default=None, description="Unmanaged: the SDK's detached mode (no task, no files)."
+    )
+
+    @field_validator("model_definition", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class ExperimentLabelResponse(WireModel):
+    """``v1PutExperimentLabelResponse`` / ``v1DeleteExperimentLabelResponse``."""
+
+    labels: list[str] = Field(default_factory=list, description="The experiment's labels now.")
 
 
 class V1Experiment(WireModel):
@@ -226,3 +248,45 @@ class ContinueExperimentResponse(WireModel):
     warnings: list[str] = Field(
         default_factory=list, description="Only LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED."
     )
+
+
+class PutExperimentResponse(WireModel):
+    """``v1PutExperimentResponse``: the experiment of an external id (created or found)."""
+
+    experiment: V1Experiment = Field(description="The experiment.")
+    config: dict[str, Any] = Field(description="Its config (secrets masked).")
+
+
+class PreviewHPSearchRequest(WireRequest):
+    """``v1PreviewHPSearchRequest`` (``det preview-search``)."""
+
+    config: dict[str, Any] = Field(description="The experiment config, parsed.")
+    seed: int | None = Field(default=None, description="Ignored: the plan needs no seed.")
+
+
+class SearchUnit(WireModel):
+    """``v1SearchUnit``: with ``maxLength`` true, the trials train to completion."""
+
+    name: str | None = Field(default=None, description="The length's unit (e.g. batches).")
+    value: int | None = Field(default=None, description="How many units.")
+    max_length: bool = Field(description="Train to completion (name and value unset).")
+
+
+class TrialSummary(WireModel):
+    """``v1TrialSummary``."""
+
+    count: int = Field(description="How many trials.")
+    unit: SearchUnit = Field(description="How long each trains.")
+
+
+class SearchSummary(WireModel):
+    """``v1SearchSummary``: REQUIRED config (the defaulted searcher section)."""
+
+    config: dict[str, Any] = Field(description="The searcher config, defaulted.")
+    trials: list[TrialSummary] = Field(default_factory=list, description="The planned trials.")
+
+
+class PreviewHPSearchResponse(WireModel):
+    """``v1PreviewHPSearchResponse``."""
+
+    summary: SearchSummary = Field(description="What the searcher would create.")

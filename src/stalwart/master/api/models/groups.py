@@ -16,6 +16,7 @@ from stalwart.master.api.models.users import V1User
 
 __all__ = [
     "AssignRolesRequest",
+    "AvailablePoolsResponse",
     "CreateGroupRequest",
     "GetGroupsRequest",
     "GetGroupsResponse",
@@ -293,4 +294,13 @@ class PoolBindingsResponse(WireModel):
     """``v1ListWorkspacesBoundToRPResponse``."""
 
     workspace_ids: list[int] = Field(description="The workspaces the pool is bound to, by id.")
+    pagination: Pagination = Field(description="Where this page is.")
+
+
+class AvailablePoolsResponse(WireModel):
+    """``v1ListRPsBoundToWorkspaceResponse``: the pools a workspace may use."""
+
+    resource_pools: list[str] = Field(
+        default_factory=list, description="Pool names: unbound ones and those bound to it."
+    )
     pagination: Pagination = Field(description="Where this page is.")

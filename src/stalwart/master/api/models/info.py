@@ -8,13 +8,17 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from stalwart import __version__
-from stalwart.master.api.models.common import WireModel
+from stalwart.master.api.models.common import WireModel, WireRequest
 
 __all__ = [
     "WIRE_VERSION",
+    "FieldMask",
     "GetMasterResponse",
     "InfoResponse",
+    "LogConfig",
+    "MasterConfigPatch",
     "MasterConfigResponse",
+    "PatchMasterConfigRequest",
     "Telemetry",
 ]
 
@@ -71,3 +75,29 @@ class GetMasterResponse(WireModel):
 
 class MasterConfigResponse(WireModel):
     config: dict[str, Any] = Field(description="The master's settings (secrets removed).")
+
+
+class LogConfig(WireRequest):
+    """``v1LogConfig``."""
+
+    level: str | None = Field(default=None, description="A v1LogLevel, e.g. LOG_LEVEL_DEBUG.")
+    color: bool | None = Field(default=None, description="Coloured log output.")
+
+
+class MasterConfigPatch(WireRequest):
+    """``v1Config``: the part of the master's config that can change while it runs."""
+
+    log: LogConfig | None = Field(default=None, description="Logging.")
+
+
+class FieldMask(WireRequest):
+    """``protobufFieldMask``."""
+
+    paths: list[str] = Field(default_factory=list, description="Dotted fields to change.")
+
+
+class PatchMasterConfigRequest(WireRequest):
+    """``v1PatchMasterConfigRequest`` (``det master config set``)."""
+
+    config: MasterConfigPatch | None = Field(default=None, description="The new values.")
+    field_mask: FieldMask | None = Field(default=None, description="Which fields to change.")

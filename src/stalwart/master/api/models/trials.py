@@ -11,6 +11,7 @@ from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 
 __all__ = [
     "CheckpointWorkload",
+    "CreateTrialRequest",
     "GetExperimentTrialsResponse",
     "GetTrialResponse",
     "GetTrialWorkloadsResponse",
@@ -20,6 +21,8 @@ __all__ = [
     "MetricsReport",
     "MetricsReportsResponse",
     "MetricsWorkload",
+    "PatchTrialRequest",
+    "PutTrialRequest",
     "ReportTrialMetricsBatchRequest",
     "ReportTrialMetricsRequest",
     "ReportTrialProgressRequest",
@@ -27,8 +30,11 @@ __all__ = [
     "RunMetadataResponse",
     "RunPrepareRequest",
     "RunPrepareResponse",
+    "StartTrialRequest",
+    "StartTrialResponse",
     "TrialEarlyExitRequest",
     "TrialMetricsBody",
+    "TrialResponse",
     "TrialRunnerMetadataRequest",
     "TrialSortBy",
     "V1Metrics",
@@ -267,17 +273,6 @@ class MetricSeriesResponse(WireModel):
     points: list[MetricSeriesPoint] = Field(description="At most maxPoints points.")
 
 
-class PatchTrialRequest(WireRequest):
-    """``v1PatchTrialRequest``: what an unmanaged trial's heartbeat sends."""
-
-    trial_id: int | None = Field(default=None, description="Trial id (also in the path).")
-    state: str | None = Field(default=None, description="trialv1State to set.")
-
-
-class PatchTrialResponse(WireModel):
-    trial: V1Trial = Field(description="The trial after the change.")
-
-
 class TrialSourceInfo(WireRequest):
     """``v1TrialSourceInfo``: a checkpoint (and model version) a trial used."""
 
@@ -298,3 +293,46 @@ class ReportTrialSourceInfoRequest(WireRequest):
 class ReportTrialSourceInfoResponse(WireModel):
     checkpoint_uuid: str = Field(description="The checkpoint linked.")
     trial_id: int = Field(description="The trial linked.")
+
+
+class CreateTrialRequest(WireRequest):
+    """``v1CreateTrialRequest``: a trial of an unmanaged experiment (the SDK's core_v2)."""
+
+    experiment_id: int = Field(description="The unmanaged experiment.")
+    hparams: dict[str, Any] | None = Field(default=None, description="Its hyperparameters.")
+    unmanaged: bool = Field(default=False, description="Must be true.")
+
+
+class PutTrialRequest(WireRequest):
+    """``v1PutTrialRequest``: the trial of an external trial id, created the first time."""
+
+    create_trial_request: CreateTrialRequest = Field(description="What to create.")
+    external_trial_id: str = Field(description="The script's own id of the trial.")
+
+
+class TrialResponse(WireModel):
+    """``v1CreateTrialResponse`` / ``v1PutTrialResponse`` / ``v1PatchTrialResponse``."""
+
+    trial: V1Trial = Field(description="The trial.")
+
+
+class StartTrialRequest(WireRequest):
+    """``v1StartTrialRequest``."""
+
+    trial_id: int | None = Field(default=None, description="The trial (also in the path).")
+    resume: bool = Field(default=False, description="Allow a trial started before.")
+
+
+class StartTrialResponse(WireModel):
+    """``v1StartTrialResponse``: REQUIRED trialRunId and stepsCompleted."""
+
+    trial_run_id: int = Field(description="The new run's id.")
+    steps_completed: int = Field(description="Steps of the checkpoint it resumes from.")
+    latest_checkpoint: str | None = Field(default=None, description="That checkpoint's uuid.")
+
+
+class PatchTrialRequest(WireRequest):
+    """``v1PatchTrialRequest``: an unmanaged trial's heartbeat, with its state."""
+
+    trial_id: int | None = Field(default=None, description="The trial (also in the path).")
+    state: str | None = Field(default=None, description="trialv1State, e.g. STATE_COMPLETED.")

@@ -23,6 +23,7 @@ from stalwart.master.api.models.info import WIRE_VERSION
 from stalwart.master.db.tables import Agent, AgentCredential, Allocation, Slot, Task
 from stalwart.master.services.allocations import container_id
 from stalwart.master.services.interactive import WIRE_TASK_STATES
+from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
 __all__ = [
     "agent_credential_to_wire",
@@ -192,7 +193,12 @@ def allocation_to_wire(allocation: Allocation, *, serves: bool = False) -> V1All
 
 def task_to_wire(task: Task, allocations: Sequence[Allocation]) -> V1Task:
     """The wire form of a task and its allocations."""
+    state = None
+    if (task.extra or {}).get("paused"):
+        stopping = any(a.state in LIVE_ALLOCATION_STATES for a in allocations)
+        state = f"GENERIC_TASK_STATE_{'STOPPING_PAUSED' if stopping else 'PAUSED'}"
     return V1Task(
+        task_state=state,
         task_id=task.task_id,
         task_type=f"TASK_TYPE_{task.task_type}",
         allocations=[
