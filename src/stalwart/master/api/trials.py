@@ -108,6 +108,7 @@ def trial_to_wire(view: svc.TrialView) -> V1Trial:
         checkpoint_count=view.checkpoint_count,
         total_checkpoint_size=str(view.checkpoint_size),
         metadata=t.run_metadata,
+        log_policy_matched=view.log_policy_matched,
     )
 
 

@@ -44,9 +44,11 @@ from stalwart.master.db.tables import (
     Experiment,
     MetricReport,
     StorageBackend,
+    Task,
     Trial,
     utcnow,
 )
+from stalwart.master.services.log_policies import label_of
 from stalwart.master.services.metrics import (
     TRAINING,
     VALIDATION,
@@ -122,6 +124,7 @@ class TrialView:
     wall_clock_time: float
     checkpoint_count: int
     checkpoint_size: int
+    log_policy_matched: str | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,12 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     ):
         wall[task_id] = wall.get(task_id, 0.0) + max(0.0, ((end or now) - start).total_seconds())
     substates = active_substates(session, [t.task_id for t in trials if t.state == "ACTIVE"])
+    labels = {
+        task_id: label_of(extra)
+        for task_id, extra in session.execute(
+            select(Task.task_id, Task.extra).where(Task.task_id.in_(task_ids))
+        )
+    }
     views = []
     for t in trials:
         summary = summaries.get(t.id, ValidationSummary(None, None))
@@ -241,6 +250,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
                 wall_clock_time=wall.get(t.task_id, 0.0),
                 checkpoint_count=count,
                 checkpoint_size=size,
+                log_policy_matched=labels.get(t.task_id),
             )
         )
     return views

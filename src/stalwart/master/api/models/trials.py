@@ -103,6 +103,10 @@ class V1Trial(WireModel):
     total_checkpoint_size: str | None = Field(default=None, description="Bytes (int64).")
     metadata: dict[str, Any] | None = Field(default=None, description="Run metadata.")
     summary_metrics: dict[str, Any] | None = Field(default=None, description="Not computed.")
+    log_policy_matched: str | None = Field(
+        default=None,
+        description="Name of the last log policy one of its lines matched (``CUDA OOM``...).",
+    )
 
 
 class TrialSortBy(StrEnum):

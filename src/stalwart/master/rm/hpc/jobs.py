@@ -37,7 +37,7 @@ from stalwart.hpc.layout import BatchRequest, SlotType, plan_layout
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
 from stalwart.master.db.tables import Allocation, Container, Experiment, Task
-from stalwart.master.rm.claim import claim_allocation
+from stalwart.master.rm.claim import StartupHookOf, claim_allocation
 from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config
@@ -224,6 +224,7 @@ def claim_batch(
     cluster_id: str,
     pools: Mapping[str, PartitionPool] | None = None,
     first_port_offset: int = 0,
+    startup_hook_of: StartupHookOf | None = None,
 ) -> BatchJob | None:
     """PENDING -> ASSIGNED with a token, ports and one container (see the module docstring);
     commits. None when the allocation is not PENDING."""
@@ -260,6 +261,7 @@ def claim_batch(
         port_offset=free_port_offset(_batch_port_offsets(session, engine), first_port_offset),
         device_type=request.slot_type,
         cluster_id=cluster_id,
+        startup_hook_of=startup_hook_of,
     )
     return BatchJob(allocation.id, token, request) if token is not None else None
 
