@@ -120,7 +120,8 @@ def test_a_failing_startup_hook_fails_the_command_with_a_clear_line(
     done = admin.run("cmd", "run", "-c", str(tmp_path), "echo the command ran")
     out = done.stdout + done.stderr
     assert "preparing" in out, describe(done)
-    assert "the command ran" not in out and "never here" not in out, describe(done)
+    assert "the command ran" not in out, describe(done)
+    assert "never here" not in out, describe(done)
     assert "the startup hook startup-hook.sh failed with exit code 1" in out, describe(done)
     assert "container failed with non-zero exit code: 1" in out, describe(done)
     command_id = UUID.search(done.stdout)
@@ -167,7 +168,7 @@ def test_cancel_retries_stops_restarts_and_labels_the_trial(
     assert trial["logPolicyMatched"] == "fatal config", trial
     logs = _trial_logs(admin, trial_id)
     assert "trial failed and matched logs to a don't retry policy" in logs
-    assert "matched regex" in logs and "FATAL-CONFIG-ERROR" in logs
+    assert '(log "FATAL-CONFIG-ERROR in the data path" matched regex "FATAL-CONFIG-ERROR")' in logs
     assert "cancel_retries log policy, so it is not restarted" in logs
 
 
@@ -197,7 +198,8 @@ def test_exclude_node_retries_on_another_agent_and_default_policies_label(
     assert state == "STATE_COMPLETED", logs
     first = re.search(r"NODE-BROKEN on (\S+)", logs)
     second = re.search(r"second run on (\S+)", logs)
-    assert first and second, logs
+    assert first, logs
+    assert second, logs
     assert {first.group(1), second.group(1)} == set(AGENTS), logs
     assert f"therefore will not schedule on {first.group(1)}" in logs
     trial = api.get(f"/api/v1/trials/{trial_id}")["trial"]
