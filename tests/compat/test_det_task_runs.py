@@ -207,3 +207,23 @@ def test_exclude_node_retries_on_another_agent_and_default_policies_label(
     assert trial["logPolicyMatched"] == "CUDA OOM", trial
     listed = api.get(f"/api/v1/experiments/{exp_id}/trials")["trials"]
     assert [t["logPolicyMatched"] for t in listed] == ["CUDA OOM"], json.dumps(listed)
+
+
+def test_exclude_node_with_no_agent_left_errors_the_trial(admin: Det, tmp_path: Path) -> None:
+    """Both agents logged the line: the trial cannot restart anywhere, so it is ERROR with
+    Determined's capacity message (its ``launch_error``), not left waiting forever."""
+    exp_id = _experiment(
+        admin,
+        tmp_path,
+        "nowhere",
+        "max_restarts: 5\n"
+        "log_policies:\n"
+        "  - name: broken node\n    pattern: NODE-BROKEN\n    action: exclude_node\n"
+        'entrypoint: echo "NODE-BROKEN on $DET_AGENT_ID"; exit 1\n',
+    )
+    assert _wait_state(admin, exp_id, "STATE_ERROR", "STATE_COMPLETED") == "STATE_ERROR"
+    trial_id = _trial_id(admin, exp_id)
+    logs = _trial_logs(admin, trial_id)
+    assert sorted(re.findall(r"\|\| NODE-BROKEN on (\S+)", logs)) == sorted(AGENTS), logs
+    assert "slots requested exceeds default resource pool capacity" in logs
+    assert "keep the trial off node-a, node-b" in logs

@@ -294,14 +294,14 @@ def _trial_outcome(
     limit = _max_restarts(experiment)
     if trial.restarts < limit:
         trial.restarts += 1
+        short = _short_of_agents(session, allocation, task)
+        if short is not None:
+            log(f"trial {trial.id} failed ({what}) and cannot restart: {short}")
+            return fail_trial(session, trial)
         log(
             f"trial {trial.id} failed ({what}); restarting from its latest checkpoint "
             f"(restart {trial.restarts} of {limit})"
         )
-        short = _short_of_agents(session, allocation, task)
-        if short is not None:
-            log(short)
-            return fail_trial(session, trial)
         return None
     log(f"trial {trial.id} failed ({what}) and has used its {limit} restarts: ERROR")
     return fail_trial(session, trial)
