@@ -122,11 +122,11 @@ def test_trial_page_charts_and_checkpoints(
             (task_id,),
         )
     # A line of the trial as its node ships it: Determined's default log policy labels it.
-    line = {"taskId": task_id, "log": "RuntimeError: CUDA out of memory.\n", "agentId": "ui"}
+    oom = {"taskId": task_id, "log": "RuntimeError: CUDA out of memory.\n", "agentId": "ui"}
     httpx.post(
         f"{cluster.url}/api/v1/task/logs",
         headers=admin_headers(cluster.url),
-        json={"logs": [line]},
+        json={"logs": [oom]},
     ).raise_for_status()
     sign_in(page, cluster.url)
     page.goto(f"{cluster.url}/#/experiments/{asha.id}")
