@@ -23,6 +23,8 @@ Contract:
     (:func:`excluded_agents`). A restart still counts against ``max_restarts``.
 
 - Policies are read once per experiment per process (they cannot change once it exists).
+- ``det e continue`` forgets the ``cancel_retries`` and ``exclude_node`` matches of the trial it
+  continues (:func:`forget_actions`; Determined runs it as a new task); the label stays.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "Trigger",
     "dont_retry",
     "excluded_agents",
+    "forget_actions",
     "label_of",
     "scan_logs",
 ]
@@ -188,6 +191,14 @@ def dont_retry(task: Task | None) -> list[Trigger]:
     """The ``cancel_retries`` policies a line of ``task`` matched (empty: retry as usual)."""
     found = ((task.extra if task is not None else None) or {}).get(DONT_RETRY) or {}
     return [Trigger(str(pattern), str(line)) for pattern, line in sorted(found.items())]
+
+
+def forget_actions(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``extra`` without what the matches asked for (no retry, excluded agents), for a trial
+    that is continued; its label stays."""
+    if extra is None:
+        return None
+    return {k: v for k, v in extra.items() if k not in (DONT_RETRY, EXCLUDED)}
 
 
 def excluded_agents(extra: Mapping[str, Any] | None) -> frozenset[str]:
