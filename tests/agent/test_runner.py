@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from stalwart.agent.runner import (
     Stdtype,
     kill_leftovers,
 )
-from stalwart.agent.workspace import Workspace
+from stalwart.agent.workspace import Workspace, prepare_workspace
 from tests.agent.conftest import PY, wait_for
 
 # --- line splitting ------------------------------------------------------------------------------
@@ -200,6 +201,64 @@ def test_commands_are_looked_up_on_the_task_path(tmp_path: Path) -> None:
     handle = runner.start(spec("", argv=["python3", "-c", script]), ws, sink)
     assert finish(runner, handle) == 0
     assert sink.text() == ["-c\n"]
+
+
+# --- startup hooks -------------------------------------------------------------------------------
+
+
+def _hooked(tmp_path: Path, context_hook: str, tcd_hook: str | None) -> tuple[TaskSpec, Workspace]:
+    """A spec with a configured hook and a model definition holding ``startup-hook.sh``, in
+    a workspace made by :func:`prepare_workspace` (as the agent and batch launchers make it)."""
+    blob = tmp_path / "context.tar.gz"
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "startup-hook.sh").write_text(context_hook)
+    with tarfile.open(blob, "w:gz") as tar:
+        tar.add(tmp_path / "ctx" / "startup-hook.sh", arcname="startup-hook.sh")
+    task = spec(
+        "import os; print(os.environ['FROM_TCD'], os.environ['FROM_CONTEXT'])",
+        has_context=True,
+        startup_hook=tcd_hook,
+    )
+    ws = prepare_workspace(
+        task,
+        home=tmp_path / "home",
+        master_url="http://m:1",
+        agent_id="a",
+        fetch=lambda _spec: blob.read_bytes(),
+        python=Path(PY),
+        base_env={"PATH": os.environ.get("PATH", "")},
+    )
+    return task, ws
+
+
+def test_startup_hooks_are_sourced_in_order_before_the_command(tmp_path: Path) -> None:
+    task, ws = _hooked(
+        tmp_path, 'export FROM_CONTEXT="ctx after $FROM_TCD"\n', "export FROM_TCD=tcd"
+    )
+    runner, sink = ProcessRunner(), Sink()
+    assert finish(runner, runner.start(task, ws, sink)) == 0
+    assert sink.text() == ["tcd ctx after tcd\n"]
+    # Containers source the same hooks, found through DET_RUN_DIR and the working directory.
+    engine = ContainerRunner("docker", master_url="http://m:1", agent_id="a")
+    argv = engine.command(task.model_copy(update={"image": "img"}), ws)[0]
+    assert argv[argv.index("img") + 1 :][:2] == ["bash", "-c"]
+    assert argv[-len(task.argv) :] == task.argv
+
+
+def test_a_failing_startup_hook_ends_the_task_before_its_command(tmp_path: Path) -> None:
+    task, ws = _hooked(tmp_path, "false\nexport FROM_CONTEXT=x\n", "export FROM_TCD=tcd")
+    runner, sink = ProcessRunner(), Sink()
+    assert finish(runner, runner.start(task, ws, sink)) == 1
+    assert sink.text() == []
+    assert sink.text("stderr")[-1] == (
+        "stalwart: the startup hook startup-hook.sh failed with exit code 1: the task's "
+        "command did not run. Fix the hook (or remove it) and run the task again.\n"
+    )
+
+
+def test_a_task_without_hooks_runs_its_command_unchanged(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    assert ProcessRunner().command(spec("print(1)"), ws)[0] == [PY, "-c", "print(1)"]
 
 
 # --- docker / podman -----------------------------------------------------------------------------

@@ -11,11 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from stalwart.master.app import create_app
-from stalwart.master.db.tables import Allocation, Container
+from stalwart.master.db.tables import Allocation, Container, Task
 from stalwart.master.rm.hpc import jobs
 from stalwart.master.rm.hpc.settings import BatchSystemSettings
 from stalwart.master.rm.kubernetes import allocations as k8s_rows
 from stalwart.master.rm.kubernetes.settings import KubernetesSettings
+from stalwart.master.services import log_policies
 from stalwart.master.transitions import set_allocation_state
 from tests.k8s.fake_api import FakeKube
 from tests.master.conftest import make_settings
@@ -165,3 +166,43 @@ def test_an_allocation_being_killed_gets_no_spec(http: TestClient) -> None:
     resp = http.post(url, json={"rank": 0}, headers=task_headers(token))
     assert resp.status_code == 200
     assert resp.json()["spec"] is None
+
+
+def test_specs_carry_the_pools_startup_hook_and_jobs_avoid_excluded_nodes(
+    http: TestClient,
+) -> None:
+    """Every engine hands its tasks the pool's configured startup hook (the node's runner sources
+    it); a batch job of a trial whose ``exclude_node`` log policy matched avoids that node."""
+    state = master_state(http)
+    env = add_trial(state, create_experiment(http, login_headers(http)))
+    engine = state.settings.resource_manager
+    with state.sessions() as session:
+        task = session.get(Task, env.task_id)
+        assert task is not None
+        task.extra = {log_policies.EXCLUDED: {"node-9": {"BAD": "BAD node"}}}
+        session.commit()
+        hooks = {"default": "export FROM=pool"}
+        if isinstance(engine, KubernetesSettings):
+            assert k8s_rows.claim(
+                session,
+                env.allocation_id,
+                engine,
+                cluster_id=state.cluster_id,
+                startup_hook_of=hooks.get,
+            )
+        else:
+            assert isinstance(engine, BatchSystemSettings)
+            job = jobs.claim_batch(
+                session,
+                env.allocation_id,
+                engine,
+                master_url="http://head:8080",
+                python="python3",
+                cluster_id=state.cluster_id,
+                startup_hook_of=hooks.get,
+            )
+            assert job is not None
+            assert job.request.exclude_nodes == ("node-9",)
+        row = session.get(Container, (env.allocation_id, 0))
+        assert row is not None
+        assert row.spec["startup_hook"] == "export FROM=pool"

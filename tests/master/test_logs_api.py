@@ -363,3 +363,28 @@ def test_follow_fields_ends_with_the_trial(tmp_path: Path) -> None:
         _end_trial(server.state, env.trial_id)
         assert _next(out) == ("end",)
         reader.join(timeout=WAIT_S)
+
+
+def test_log_policies_label_the_trial_from_its_nodes_lines(
+    client: TestClient, env: TrialEnv, admin: dict[str, str]
+) -> None:
+    """Determined's default policies label a trial whose node logged a CUDA out-of-memory line;
+    the printed experiment config (which holds the patterns) and lines with no node do not."""
+
+    def label() -> object:
+        trial = client.get(f"/api/v1/trials/{env.trial_id}", headers=admin).json()["trial"]
+        return trial.get("logPolicyMatched")
+
+    config_line = '{"log_policies": [{"pattern": ".*CUDA out of memory.*"}]}\n'
+    assert post(client, env, [ship(env, config_line)]).status_code == 200
+    no_node = ship(env, "CUDA out of memory\n", agent_id=None)
+    assert post(client, env, [no_node]).status_code == 200
+    assert label() is None
+    oom = ship(env, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert post(client, env, [oom]).status_code == 200
+    assert label() == "CUDA OOM"
+    ecc = ship(env, "uncorrectable ECC error encountered\n")
+    assert post(client, env, [ecc]).status_code == 200
+    assert label() == "ECC Error"  # the last match wins, as in Determined
+    listed = client.get(f"/api/v1/experiments/{env.experiment_id}/trials", headers=admin).json()
+    assert [t.get("logPolicyMatched") for t in listed["trials"]] == ["ECC Error"]

@@ -89,6 +89,13 @@ def test_gpu_type_time_limit_no_requeue_and_preemption_warning() -> None:
     assert not any(line.startswith("--partition") for line in lines)
 
 
+def test_excluded_nodes_become_exclude() -> None:
+    """A trial's ``exclude_node`` log policies keep its next job off the nodes that logged."""
+    assert not any(d.startswith("--exclude") for d in directives(render_sbatch_script(BASE)))
+    request = replace(BASE, exclude_nodes=("node-3", "node-7"))
+    assert "--exclude=node-3,node-7" in directives(render_sbatch_script(request))
+
+
 def test_gres_only_clusters_request_gpus_per_node_with_gres() -> None:
     script = render_sbatch_script(BASE, SlurmOptions(tres_supported=False))
     assert "--gres=gpu:4" in directives(script)

@@ -121,6 +121,13 @@ def test_trial_page_charts_and_checkpoints(
             " WHERE task_id = ? ORDER BY start_time DESC LIMIT 1)",
             (task_id,),
         )
+    # A line of the trial as its node ships it: Determined's default log policy labels it.
+    oom = {"taskId": task_id, "log": "RuntimeError: CUDA out of memory.\n", "agentId": "ui"}
+    httpx.post(
+        f"{cluster.url}/api/v1/task/logs",
+        headers=admin_headers(cluster.url),
+        json={"logs": [oom]},
+    ).raise_for_status()
     sign_in(page, cluster.url)
     page.goto(f"{cluster.url}/#/experiments/{asha.id}")
     page.get_by_role("link", name=f"Trial {trial.id}", exact=True).click()
@@ -130,6 +137,7 @@ def test_trial_page_charts_and_checkpoints(
     )
     expect(page.locator("#summary [data-field='State']")).to_have_text("COMPLETED")
     expect(page.locator("#summary [data-field='Image pull']")).to_have_text(re.compile(r"^12\.3 s"))
+    expect(page.locator("#summary [data-field='Log policy']")).to_have_text("CUDA OOM")
 
     loss = page.locator("#metric-charts figure[data-key='loss']")
     for group in ("training", "validation"):

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from stalwart.agent.hooks import with_startup_hooks
 from stalwart.agent.identity import IdentityError, TaskIdentity, resolve_run_as
 from stalwart.agent.images import EngineImages
 from stalwart.agent.protocol import DeviceType, TaskSpec
@@ -162,7 +163,7 @@ class ContainerRunner(ProcessRunner):
         argv = docker_run_argv(
             self.engine,
             image=spec.image,
-            argv=spec.argv,
+            argv=with_startup_hooks(spec.argv, workspace.run_dir, workspace.workdir),
             env_names=list(inside),
             name=container_name(spec.container_id),
             run_dir=workspace.run_dir,

@@ -199,6 +199,12 @@ class TaskSpec(_Model):
         description="The task's owner is an admin (see ``run_as``). False unless the master "
         "says so: an unknown owner runs unprivileged.",
     )
+    startup_hook: str | None = Field(
+        default=None,
+        description="``task_container_defaults.startup_hook`` of the task's resource pool (or "
+        "the master's): a bash script sourced before the command, ahead of the model "
+        "definition's ``startup-hook.sh`` (:mod:`stalwart.agent.hooks`).",
+    )
 
 
 class SyncResponse(_Model):

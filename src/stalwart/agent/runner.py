@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from stalwart.agent.hooks import with_startup_hooks
 from stalwart.agent.identity import (
     HOME_DIR,
     IdentityError,
@@ -356,13 +357,15 @@ class ProcessRunner(Runner):
     def command(
         self, spec: TaskSpec, workspace: Workspace, identity: TaskIdentity | None = None
     ) -> tuple[list[str], dict[str, str]]:
-        """The argv and environment of the process to start (ContainerRunner overrides it).
+        """The argv and environment of the process to start (ContainerRunner overrides it):
+        the spec's command after its startup hooks (:mod:`stalwart.agent.hooks`).
 
         With ``identity``, the task's files are handed over to it first; without a
         :meth:`wrapper`, :meth:`start` starts the process as that user."""
-        argv, env = list(spec.argv), dict(workspace.env)
+        argv = with_startup_hooks(spec.argv, workspace.run_dir, workspace.workdir)
+        env = dict(workspace.env)
         wrapper = self.wrapper(spec, workspace, identity)
-        if wrapper is not None:
+        if wrapper is not None and argv == spec.argv:  # a hook may change PATH: bash says 127
             _check_executable(argv[0], workspace.workdir, env)
         if identity is not None:
             env.update(USER=identity.name, LOGNAME=identity.name)

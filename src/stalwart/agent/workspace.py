@@ -3,7 +3,8 @@
 Layout: ``<home>/tasks/<allocation_id>/rank-<r>/`` holds
 
 - ``run/`` (``DET_RUN_DIR``, 0700) with ``run/info/<name>`` written from ``TaskSpec.info_files``
-  (an empty ``master_url`` in ``cluster.json`` becomes the agent's master URL);
+  (an empty ``master_url`` in ``cluster.json`` becomes the agent's master URL) and
+  ``run/dynamic-tcd-startup-hook.sh`` from ``TaskSpec.startup_hook`` (:mod:`stalwart.agent.hooks`);
 - ``workdir/`` (``DET_WORKDIR``, the working directory) with the extracted model definition;
 - ``stdout.log`` / ``stderr.log``, written by the runner.
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from stalwart.agent.context import extract_context
+from stalwart.agent.hooks import CONFIGURED_HOOK
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.settings import PythonMapping
 from stalwart.errors import InvalidArgumentError
@@ -192,6 +194,8 @@ def prepare_workspace(
     root.mkdir(parents=True)
     run_dir.mkdir(mode=0o700)
     _write_info(run_dir / "info", spec.info_files, master_url)
+    if spec.startup_hook:
+        (run_dir / CONFIGURED_HOOK).write_text(spec.startup_hook, encoding="utf-8")
     workdir.mkdir()
     if spec.has_context:
         extract_context(fetch(spec), workdir)

@@ -137,7 +137,10 @@ class TaskContainerDefaults(ConfigModel):
         default=None, description="Default PBS options; accepted for compatibility, ignored."
     )
     startup_hook: str | None = Field(
-        default=None, description="Shell script run in every task before its command."
+        default=None,
+        description="Bash script sourced in every task before its command (and before the "
+        "model definition's startup-hook.sh); what it exports is the command's environment, "
+        "and a failing command in it fails the task. A pool's replaces the master's.",
     )
     log_policies: LogPolicies | None = Field(
         default=None,

@@ -41,6 +41,8 @@ class BatchRequest:
     - ``single_node``: commands, shells and notebooks must fit on one node.
     - ``preemption_warning``: ask the batch system to send SIGTERM this long before the time
       limit, so the task checkpoints and exits (None: no warning).
+    - ``exclude_nodes``: nodes the job must not run on (a trial's ``exclude_node`` log
+      policies; Slurm's ``--exclude``, not honoured by PBS).
     """
 
     allocation_id: str
@@ -58,6 +60,7 @@ class BatchRequest:
     single_node: bool = False
     preemption_warning: timedelta | None = None
     job_name_prefix: str = "stalwart-"
+    exclude_nodes: tuple[str, ...] = ()
 
     @property
     def job_name(self) -> str:

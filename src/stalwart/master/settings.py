@@ -321,6 +321,16 @@ class MasterSettings(_Settings):
             return dict(self.checkpoint_storage)
         return {"type": "shared_fs", "host_path": str(self.home / "checkpoints")}
 
+    def startup_hook(self, pool: str) -> str | None:
+        """The ``startup_hook`` tasks of resource pool ``pool`` run: the pool's
+        ``task_container_defaults`` one, else the master's (Determined merges a pool's defaults
+        over the master's field by field); None when neither sets one."""
+        for tcd in (self.pool_task_container_defaults(pool), self.task_container_defaults):
+            hook = (tcd or {}).get("startup_hook")
+            if isinstance(hook, str) and hook.strip():
+                return hook
+        return None
+
     def pool_task_container_defaults(self, pool: str) -> dict[str, Any] | None:
         """The ``task_container_defaults`` of resource pool ``pool``, if it sets any."""
         for entry in self.resource_pools:

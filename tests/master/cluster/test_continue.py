@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.db.tables import Experiment, TaskLog, User
+from stalwart.master.db.tables import Experiment, Task, TaskLog, User
+from stalwart.master.services import log_policies
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
 from stalwart.master.services.experiment_continue import continue_experiment
 from stalwart.master.state import MasterState
@@ -161,3 +162,33 @@ def test_a_killed_experiment_continues(state: MasterState) -> None:
     node.sync()
     loop.run_round()
     assert _exp_state(state, exp_id) == "COMPLETED"
+
+
+def test_a_continued_trial_forgets_what_its_log_policies_asked(state: MasterState) -> None:
+    """No retry and excluded agents belonged to the earlier run (Determined continues in a new
+    task); the label stays."""
+    loop, node = ClusterLoop(state), FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start
+    with state.sessions() as session:
+        task = session.get(Task, spec.task_id)
+        assert task is not None
+        task.extra = {
+            log_policies.MATCHED: "fatal",
+            log_policies.DONT_RETRY: {"FATAL": "FATAL in the data"},
+            log_policies.EXCLUDED: {"node-a": {"BAD": "BAD node"}},
+        }
+        session.commit()
+    node.exit(spec.allocation_id, 3)
+    node.sync()
+    loop.run_round()
+    assert _exp_state(state, exp_id) == "ERROR"  # cancel_retries: no restart
+    assert _continue(state, exp_id, None) == []
+    with state.sessions() as session:
+        task = session.get(Task, spec.task_id)
+        assert log_policies.dont_retry(task) == []
+        assert task is not None
+        assert log_policies.excluded_agents(task.extra) == frozenset()
+        assert log_policies.label_of(task.extra) == "fatal"

@@ -88,6 +88,22 @@ def test_disabled_draining_and_wrong_type_slots_are_never_used() -> None:
     )
 
 
+def test_blocked_agents_are_never_used() -> None:
+    """A trial's ``exclude_node`` log policies keep it off the agents that logged the line."""
+    agents = [agent("a", 4, busy=range(2)), agent("b", 4), agent("c", 2)]
+    assert fit_on(agents, Request("r", "g", 2)) == (("a", ("2", "3")),)
+    blocked = frozenset({"a"})
+    assert fit_on(agents, Request("r", "g", 2, blocked_agents=blocked)) == (("c", ("0", "1")),)
+    assert fit_on(agents, Request("r", "g", 6), het=True) == (
+        ("b", ("0", "1", "2", "3")),
+        ("c", ("0", "1")),
+    )
+    assert fit_on(agents, Request("r", "g", 6, blocked_agents=frozenset({"c"})), het=True) is None
+    assert fit_on(agents, Request("r", "g", 0, blocked_agents=frozenset({"a", "b"}))) == (
+        ("c", ()),
+    )
+
+
 def test_zero_slot_requests_take_an_auxiliary_container() -> None:
     agents = [agent("a", 0), agent("b", 4)]
     model, view = free_view(agents, aux=2)

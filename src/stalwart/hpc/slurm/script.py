@@ -94,6 +94,7 @@ def render_sbatch_script(request: BatchRequest, options: SlurmOptions | None = N
         f"--job-name={request.job_name}",
         *([f"--partition={request.partition}"] if request.partition else []),
         *resources,
+        *([f"--exclude={','.join(request.exclude_nodes)}"] if request.exclude_nodes else []),
         *([f"--time={format_time_limit(request.time_limit)}"] if request.time_limit else []),
         f"--output={job_dir}/slurm-%j.out",
         f"--error={job_dir}/slurm-%j.err",

@@ -132,6 +132,7 @@ def trial_to_wire(view: svc.TrialView) -> V1Trial:
         metadata=t.run_metadata,
         summary_metrics=view.summary_metrics,
         warm_start_checkpoint_uuid=t.warm_start_checkpoint,
+        log_policy_matched=view.log_policy_matched,
     )
 
 

@@ -13,8 +13,13 @@ agent lost it or could not start it):
 - trial ACTIVE, exit 0: COMPLETED;
 - trial ACTIVE, an allocation that could never run (``retry=False``: a batch job the batch
   system rejected): ERROR at once, restarts left or not (retrying cannot help);
+- trial ACTIVE, any other exit after one of its lines matched a ``cancel_retries`` log policy
+  (:mod:`stalwart.master.services.log_policies`): ERROR at once, with Determined's lines naming
+  the policy's pattern and the line;
 - trial ACTIVE, any other exit: restarted (``restarts`` + 1; a new allocation resumes from the
-  latest checkpoint) while ``restarts < max_restarts``, else ERROR (an early exit, ERRORED);
+  latest checkpoint) while ``restarts < max_restarts``, else ERROR (an early exit, ERRORED). A
+  trial that ``exclude_node`` policies keep off agents is ERROR instead of restarted when the
+  other agents of its pool have too few slots for it (Determined's ``launch_error``);
 - trial PAUSED: stays PAUSED (activate resumes it);
 - trial STOPPING_*: settles to its terminal state once nothing runs; a trial killed by a user
   while its experiment runs is reported to the searcher as USER_CANCELED.
@@ -25,16 +30,33 @@ transaction, and the experiment's searcher takes it from there
 (:func:`stalwart.master.cluster.search.drive`): a master killed after the end committed and
 before the searcher heard of it still feeds it once, at its next drive. Each step writes one
 line to the trial's logs (source ``master``) so users see why a trial restarted or ended.
+
+An allocation that ended by itself (not one the master asked to stop) with an exit code also
+gets Determined's own line first (:func:`determined_exit_line`, for trials and interactive
+tasks alike), e.g. ``container failed with non-zero exit code: 3``, which scripts written for
+Determined grep for.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from stalwart.master.db.tables import Allocation, Experiment, Task, TaskLog, Trial, utcnow
+from stalwart.master.db.tables import (
+    Agent,
+    Allocation,
+    Experiment,
+    Slot,
+    Task,
+    TaskLog,
+    Trial,
+    utcnow,
+)
 from stalwart.master.searcher.base import ExitedReason
+from stalwart.master.services import log_policies
 from stalwart.master.services.agents import release_slots
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import settle_experiment, settle_trial
@@ -49,6 +71,7 @@ __all__ = [
     "NORMAL_EXIT",
     "TrialExit",
     "complete_trial",
+    "determined_exit_line",
     "end_allocation",
     "fail_trial",
     "master_log",
@@ -116,12 +139,61 @@ def fail_trial(session: Session, trial: Trial) -> TrialExit:
     return searcher_exit(trial, ExitedReason.ERRORED)
 
 
+def determined_exit_line(name: str, exit_code: int) -> str:
+    """Determined's log line for the end of task ``name`` (a trial is ``Trial T (Experiment
+    E)``), word for word, because scripts grep for it: ``... resources failed with non-zero exit
+    code: container failed with non-zero exit code: N (exit code N)``, or ``... resources exited
+    successfully with a zero exit code``. A process killed by signal ``S`` is ``128 + S``, as a
+    container's exit code is."""
+    if exit_code == 0:
+        return (
+            f"{name} was terminated: allocation stopped early after resources exited "
+            "successfully with a zero exit code"
+        )
+    code = 128 - exit_code if exit_code < 0 else exit_code
+    return (
+        f"{name} was terminated: allocation failed: resources failed with non-zero exit code: "
+        f"container failed with non-zero exit code: {code} (exit code {code})"
+    )
+
+
 def _describe(exit_code: int | None, reason: str | None) -> str:
     if exit_code is None:
         return reason or "it was lost"
     if exit_code < 0:
         return f"it was killed by signal {-exit_code}"
     return f"it exited with code {exit_code}"
+
+
+def _short_of_agents(session: Session, allocation: Allocation, task: Task | None) -> str | None:
+    """Why a trial that ``exclude_node`` log policies keep off some agents cannot restart (the
+    other agents of its pool have fewer slots than it needs: Determined's capacity check), or
+    None. Only agents the master knows count (the agent resource manager)."""
+    excluded = log_policies.excluded_agents(task.extra if task is not None else None)
+    if not excluded or not any(session.get(Agent, a) is not None for a in excluded):
+        return None
+    pool = allocation.resource_pool
+    agents = session.scalars(
+        select(Agent.id).where(
+            Agent.resource_pool == pool,
+            Agent.connected.is_(True),
+            Agent.id.not_in(sorted(excluded)),
+        )
+    ).all()
+    slots = session.scalar(
+        select(func.count()).select_from(Slot).where(Slot.agent_id.in_(list(agents)))
+    )
+    if allocation.slots <= 0 and agents:
+        return None
+    if allocation.slots > 0 and int(slots or 0) >= allocation.slots:
+        return None
+    return (
+        f"task ID {allocation.task_id} slots requested exceeds {pool} resource pool capacity: "
+        f"log policies with exclude_node keep the trial off {', '.join(sorted(excluded))}, and "
+        f"the other agents of resource pool {pool!r} have {int(slots or 0)} slots of the "
+        f"{allocation.slots} it needs: ERROR. Add agents to the pool, or fix the nodes and "
+        "continue the experiment"
+    )
 
 
 def _max_restarts(experiment: Experiment) -> int:
@@ -139,6 +211,7 @@ def end_allocation(
     """Record the end of ``allocation`` and decide its trial's fate (see the module contract)."""
     if allocation.state == "TERMINATED":
         return None
+    asked_to_stop = allocation.state == "TERMINATING"
     allocation.exit_code = exit_code
     allocation.exit_reason = reason
     set_allocation_state(session, allocation, "TERMINATED")
@@ -147,12 +220,19 @@ def end_allocation(
     if task is not None and task.end_time is None and task.trial_id is None:
         task.end_time = utcnow()
     trial = session.get(Trial, task.trial_id) if task and task.trial_id else None
+    if task is not None and exit_code is not None and not asked_to_stop:
+        name = task.name or task.task_type.capitalize()
+        if trial is not None:
+            name = f"Trial {trial.id} (Experiment {trial.experiment_id})"
+        master_log(session, task.task_id, allocation.id, determined_exit_line(name, exit_code))
     if trial is None:
         return None
     experiment = session.get(Experiment, trial.experiment_id)
     if experiment is None:
         return None
-    result = _trial_outcome(session, experiment, trial, allocation, exit_code, reason, retry)
+    result = _trial_outcome(
+        session, experiment, trial, allocation, exit_code, reason, retry, task=task
+    )
     session.flush()
     settle_experiment(session, experiment)
     session.flush()
@@ -167,6 +247,8 @@ def _trial_outcome(
     exit_code: int | None,
     reason: str | None,
     retry: bool = True,
+    *,
+    task: Task | None = None,
 ) -> TrialExit | None:
     what = _describe(exit_code, reason)
 
@@ -198,9 +280,24 @@ def _trial_outcome(
     if not retry:
         log(f"trial {trial.id} failed ({what}); retrying cannot help: ERROR")
         return fail_trial(session, trial)
+    triggers = log_policies.dont_retry(task)
+    if triggers:
+        log("trial failed and matched logs to a don't retry policy")  # Determined's lines
+        for trigger in triggers:
+            log(f"(log {json.dumps(trigger.line)} matched regex {json.dumps(trigger.pattern)})")
+        log(
+            f"trial {trial.id} failed ({what}) after a log line matched a cancel_retries log "
+            "policy, so it is not restarted: ERROR (see the lines above; remove the policy "
+            "from log_policies to restart such failures)"
+        )
+        return fail_trial(session, trial)
     limit = _max_restarts(experiment)
     if trial.restarts < limit:
         trial.restarts += 1
+        short = _short_of_agents(session, allocation, task)
+        if short is not None:
+            log(f"trial {trial.id} failed ({what}) and cannot restart: {short}")
+            return fail_trial(session, trial)
         log(
             f"trial {trial.id} failed ({what}); restarting from its latest checkpoint "
             f"(restart {trial.restarts} of {limit})"

@@ -347,7 +347,8 @@ class Task(Base):
     to the task's owner (or an admin) and to the task's own containers."""
     extra: Mapped[dict[str, Any] | None] = mapped_column()
     """What an interactive task was made from: a TensorBoard's experiment and trial ids, a
-    generic task's parent and fork."""
+    generic task's parent and fork. A trial's task: what its log policies matched
+    (:mod:`stalwart.master.services.log_policies`)."""
 
 
 class Allocation(Base):

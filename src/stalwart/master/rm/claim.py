@@ -19,7 +19,7 @@ nodes; Kubernetes: pods), their addresses and the port offset.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.orm import Session
 
@@ -29,7 +29,10 @@ from stalwart.master.services.auth import token_sha256
 from stalwart.master.services.task_spec import ContainerPlan, allocation_task_specs, ports_for
 from stalwart.master.transitions import set_allocation_state
 
-__all__ = ["claim_allocation"]
+__all__ = ["StartupHookOf", "claim_allocation"]
+
+StartupHookOf = Callable[[str], str | None]
+"""A resource pool's configured startup hook (``MasterSettings.startup_hook``)."""
 
 
 def claim_allocation(
@@ -40,10 +43,12 @@ def claim_allocation(
     port_offset: int,
     device_type: DeviceType,
     cluster_id: str,
+    startup_hook_of: StartupHookOf | None = None,
 ) -> str | None:
     """Claim ``allocation`` (PENDING or WAITING, checked by the caller) for ``plans`` (rank
     order, at least one); commits; the token, or None after a rollback (see the module
-    docstring)."""
+    docstring). ``startup_hook_of`` gives the configured startup hook of the allocation's
+    resource pool (``MasterSettings.startup_hook``; None: no hook)."""
     if not plans:
         raise ValueError("an allocation runs at least one container")
     ports = ports_for(port_offset)
@@ -59,6 +64,7 @@ def claim_allocation(
         ports=ports,
         device_type=device_type,
         cluster_id=cluster_id,
+        startup_hook=startup_hook_of(allocation.resource_pool) if startup_hook_of else None,
     )
     if specs is None:
         session.rollback()

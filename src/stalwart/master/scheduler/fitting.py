@@ -13,7 +13,8 @@ Rules (Determined's ``fitting.go``, with the heterogeneous case solved exactly):
    agents); with ``allow_heterogeneous_fits`` agents of different sizes may be combined: the
    fewest agents whose sizes sum exactly to ``slots_needed`` (Determined tries largest-first
    greedily and misses e.g. 12 = 6 + 6 beside an 8).
-3. Slots of another device type, disabled slots and disabled or draining agents are never used.
+3. Slots of another device type, disabled slots, disabled or draining agents and the request's
+   ``blocked_agents`` (a trial's ``exclude_node`` log policies) are never used.
 4. A zero-slot request takes one auxiliary container on one agent (at most
    ``max_aux_containers_per_agent`` per agent): best fit fills the busiest agent, worst fit the
    emptiest.
@@ -189,7 +190,7 @@ def fit(
     """Where ``request`` fits within ``view``, per the module's rules, or ``None``."""
     key = _policy_key(policy, request)
     if request.slots_needed == 0:
-        return _fit_aux(view, model, key)
+        return _fit_aux(view, model, key, request.blocked_agents)
     return _fit_slots(request, view, model, key, allow_heterogeneous, prefer=None)
 
 
@@ -219,15 +220,17 @@ def reserve(
         return (-ready, distance, layout.id)
 
     if request.slots_needed == 0:
-        return _fit_aux(eventual, model, key)
+        return _fit_aux(eventual, model, key, request.blocked_agents)
     return _fit_slots(request, eventual, model, key, allow_heterogeneous, prefer=prefer)
 
 
-def _fit_aux(view: Avail, model: PoolModel, key: AgentKey) -> Placement | None:
+def _fit_aux(
+    view: Avail, model: PoolModel, key: AgentKey, blocked: frozenset[str]
+) -> Placement | None:
     candidates = [
         (key(lay, view.aux.get(lay.id, 0), lay.aux_limit), lay.id)
         for lay in model.layouts.values()
-        if view.aux.get(lay.id, 0) > 0
+        if view.aux.get(lay.id, 0) > 0 and lay.id not in blocked
     ]
     if not candidates:
         return None
@@ -246,7 +249,7 @@ def _fit_slots(
     rows: list[tuple[AgentLayout, list[str], int]] = []
     for lay in model.layouts.values():
         usable = lay.slots.get(request.device_type, ())
-        if not usable:
+        if not usable or lay.id in request.blocked_agents:
             continue
         have = view.slots.get(lay.id, set())
         rows.append((lay, [s for s in usable if s in have], len(usable)))

@@ -127,6 +127,8 @@ class Request:
     running: bool = False
     assignment: Placement = ()
     preempting: bool = False
+    blocked_agents: frozenset[str] = frozenset()
+    """Agents the request must not be placed on (a trial's ``exclude_node`` log policies)."""
 
     def __post_init__(self) -> None:
         if self.slots_needed < 0:

@@ -51,9 +51,10 @@ from stalwart.errors import (
 )
 from stalwart.master import policy
 from stalwart.master.cluster.lifecycle import master_log
-from stalwart.master.db.tables import Checkpoint, Experiment, Trial, User
+from stalwart.master.db.tables import Checkpoint, Experiment, Task, Trial, User
 from stalwart.master.searcher.factory import make_searcher
 from stalwart.master.searcher.single import SingleSearch
+from stalwart.master.services import log_policies
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import get_experiment
 from stalwart.master.transitions import TRIAL_TERMINAL, set_experiment_state, set_trial_state
@@ -265,5 +266,8 @@ def _continue_trial(session: Session, experiment: Experiment, trial: Trial) -> N
     trial.searcher_exit = None
     trial.early_exit_reason = None
     trial.progress = None
+    task = session.get(Task, trial.task_id)
+    if task is not None:  # a continued run starts afresh (Determined gives it a new task)
+        task.extra = log_policies.forget_actions(task.extra)
     if trial.state in TRIAL_TERMINAL:
         set_trial_state(session, trial, "ACTIVE")

@@ -33,6 +33,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Allocation, Task, TaskLog, Trial, utcnow
+from stalwart.master.services import log_policies
 from stalwart.master.services.webhook_events import scan_logs
 from stalwart.master.state import Notifier, task_logs_key
 from stalwart.master.transitions import TRIAL_TERMINAL
@@ -202,7 +203,8 @@ def ingest_logs(
 def add_logs(session: Session, logs: Sequence[NewLog]) -> None:
     """Add lines whose task is known to exist (no checks; the caller commits, which wakes
     the tasks' followers). Lines matching a task-log webhook add its delivery to the same
-    transaction (:func:`stalwart.master.services.webhooks.scan_logs`)."""
+    transaction (:func:`stalwart.master.services.webhooks.scan_logs`), and so do the trials'
+    log policies (:func:`stalwart.master.services.log_policies.scan_logs`)."""
     now = utcnow()
     for task_id in {entry.task_id for entry in logs}:
         note_new_lines(session, task_id)
@@ -222,6 +224,7 @@ def add_logs(session: Session, logs: Sequence[NewLog]) -> None:
         for entry in logs
     )
     scan_logs(session, logs)  # task-log webhooks: costs nothing when there are none
+    log_policies.scan_logs(session, logs)  # the trials' log_policies
 
 
 @dataclass(frozen=True)

@@ -164,16 +164,18 @@ def allocation_task_specs(
     ports: Mapping[str, int],
     device_type: DeviceType,
     cluster_id: str,
+    startup_hook: str | None = None,
 ) -> list[TaskSpec] | None:
     """The specs of an allocation's containers, read from the database: a trial's (one query
     for the trial, its experiment and owner; one for its latest checkpoint) or an interactive
     task's (:func:`interactive_task_specs`); None when the task is gone. Used by agent
-    placement and by batch (Slurm, PBS, Kubernetes) submission.
+    placement and by batch (Slurm, PBS, Kubernetes) submission. Every spec carries
+    ``startup_hook`` (the pool's configured one), which the node sources before the command.
     """
     task = session.get(Task, allocation.task_id)
     if task is not None and task.trial_id is None and task.config is not None:
         owner = session.get(User, task.owner_id) if task.owner_id is not None else None
-        return interactive_task_specs(
+        specs = interactive_task_specs(
             session,
             task,
             allocation,
@@ -184,6 +186,7 @@ def allocation_task_specs(
             cluster_id=cluster_id,
             owner=owner,
         )
+        return [spec.model_copy(update={"startup_hook": startup_hook}) for spec in specs]
     found = session.execute(
         select(Trial, Experiment, User, Experiment.model_definition.is_not(None))
         .join(Task, Task.trial_id == Trial.id)
@@ -204,7 +207,7 @@ def allocation_task_specs(
         # no steps completed (Determined's buildTaskSpecifier)
         latest = session.get(Checkpoint, trial.warm_start_checkpoint)
         warm_start = True
-    return trial_task_specs(
+    specs = trial_task_specs(
         experiment=experiment,
         trial=trial,
         allocation=allocation,
@@ -220,6 +223,7 @@ def allocation_task_specs(
         has_context=bool(has_context),
         workspace=workspace,
     )
+    return [spec.model_copy(update={"startup_hook": startup_hook}) for spec in specs]
 
 
 def _cluster_info(

@@ -45,11 +45,13 @@ from stalwart.master.db.tables import (
     Experiment,
     MetricReport,
     StorageBackend,
+    Task,
     Trial,
     TrialSourceInfo,
     User,
     utcnow,
 )
+from stalwart.master.services.log_policies import label_of
 from stalwart.master.services.metrics import (
     TRAINING,
     VALIDATION,
@@ -131,6 +133,7 @@ class TrialView:
     checkpoint_size: int
     summary_metrics: dict[str, Any] | None = None
     """:mod:`stalwart.master.services.summary_metrics` (None: no reports yet)."""
+    log_policy_matched: str | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,12 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
         wall[task_id] = wall.get(task_id, 0.0) + max(0.0, ((end or now) - start).total_seconds())
     substates = active_substates(session, [t.task_id for t in trials if t.state == "ACTIVE"])
     summaries_by_trial = summary_metrics(session, ids)
+    labels = {
+        task_id: label_of(extra)
+        for task_id, extra in session.execute(
+            select(Task.task_id, Task.extra).where(Task.task_id.in_(task_ids))
+        )
+    }
     views = []
     for t in trials:
         summary = summaries.get(t.id, ValidationSummary(None, None))
@@ -258,6 +267,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
                 checkpoint_count=count,
                 checkpoint_size=size,
                 summary_metrics=summaries_by_trial.get(t.id),
+                log_policy_matched=labels.get(t.task_id),
             )
         )
     return views

@@ -116,6 +116,10 @@ class V1Trial(WireModel):
     warm_start_checkpoint_uuid: str | None = Field(
         default=None, description="The checkpoint the trial started from, if any."
     )
+    log_policy_matched: str | None = Field(
+        default=None,
+        description="Name of the last log policy one of its lines matched (``CUDA OOM``...).",
+    )
 
 
 class TrialSortBy(StrEnum):

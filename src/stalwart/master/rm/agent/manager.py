@@ -104,6 +104,7 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
                     placement,
                     cluster_id=self.state.cluster_id,
                     first_port_offset=self.state.settings.cluster.task_port_offset,
+                    startup_hook_of=self.state.settings.startup_hook,
                 )
             if claimed is not None:
                 for agent_id in claimed.agent_ids:

@@ -35,7 +35,7 @@ from stalwart.master.db.tables import (
     Slot,
     Task,
 )
-from stalwart.master.rm.claim import claim_allocation
+from stalwart.master.rm.claim import StartupHookOf, claim_allocation
 from stalwart.master.scheduler import (
     AgentView,
     DeviceType,
@@ -51,6 +51,7 @@ from stalwart.master.scheduler import (
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.interactive import task_resources
+from stalwart.master.services.log_policies import excluded_agents
 from stalwart.master.services.task_spec import (
     ContainerPlan,
     free_port_offset,
@@ -131,7 +132,7 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
             pool_devices[agent.resource_pool] = _pool_device(slots)
     rows = session.execute(
-        select(Allocation, Task.experiment_id, Task.config, Task.start_time)
+        select(Allocation, Task.experiment_id, Task.config, Task.start_time, Task.extra)
         .join(Task, Task.task_id == Allocation.task_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
@@ -145,7 +146,7 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
         session, [row[0].id for row in rows if row[0].state in PLACED_ALLOCATION_STATES]
     )
     requests, groups = [], {}
-    for allocation, exp_id, task_config, task_start in rows:
+    for allocation, exp_id, task_config, task_start, task_extra in rows:
         res, group = _resources(configs, exp_id, task_config, allocation.task_id)
         running = allocation.state in PLACED_ALLOCATION_STATES
         requests.append(
@@ -162,6 +163,7 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
                 running=running,
                 assignment=placed.get(allocation.id, ()) if running else (),
                 preempting=bool(allocation.preempt_requested) if running else False,
+                blocked_agents=excluded_agents(task_extra) if exp_id is not None else frozenset(),
             )
         )
         groups[group] = GroupLimits(group_id=group, max_slots=res.max_slots)
@@ -202,7 +204,11 @@ def _submitted_order(experiment_id: int | None, task_start: dt.datetime) -> int:
 def unschedulable_reason(snapshot: Snapshot, request: Request) -> str | None:
     """Why ``request`` cannot start however long it waits, in words for the trial's log, or
     None when it only waits for busy slots to free up."""
-    agents = [a for a in snapshot.agents if a.pool == request.pool and a.schedulable]
+    agents = [
+        a
+        for a in snapshot.agents
+        if a.pool == request.pool and a.schedulable and a.id not in request.blocked_agents
+    ]
     if not agents:
         return (
             f"waiting: no agent serves resource pool {request.pool!r}; start one with "
@@ -266,6 +272,7 @@ def claim(
     *,
     cluster_id: str,
     first_port_offset: int = 0,
+    startup_hook_of: StartupHookOf | None = None,
 ) -> Claimed | None:
     """Apply one assignment (see the module docstring); commits on success. Ports come from
     offsets at or above ``first_port_offset`` (the master's ``cluster.task_port_offset``)."""
@@ -300,6 +307,7 @@ def claim(
         port_offset=free_port_offset(_used_offsets(session, agent_ids), first_port_offset),
         device_type=device,
         cluster_id=cluster_id,
+        startup_hook_of=startup_hook_of,
     )
     return Claimed(allocation_id, tuple(agent_ids)) if token is not None else None
 

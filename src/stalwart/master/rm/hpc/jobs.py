@@ -37,10 +37,11 @@ from stalwart.hpc.layout import BatchRequest, SlotType, plan_layout
 from stalwart.hpc.slurm.partitions import PartitionPool
 from stalwart.hpc.task import MASTER_URL_VAR, TOKEN_FILE_NAME, TOKEN_FILE_VAR
 from stalwart.master.db.tables import Allocation, Container, Experiment, Task
-from stalwart.master.rm.claim import claim_allocation
+from stalwart.master.rm.claim import StartupHookOf, claim_allocation
 from stalwart.master.rm.hpc.settings import BatchSystemSettings, PbsSettings
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.services.log_policies import excluded_agents
 from stalwart.master.services.task_spec import ContainerPlan, free_port_offset
 from stalwart.master.transitions import LIVE_ALLOCATION_STATES
 
@@ -127,13 +128,15 @@ def batch_request(
     python: str,
     pools: Mapping[str, PartitionPool] | None = None,
     single_node: bool = False,
+    exclude_nodes: tuple[str, ...] = (),
 ) -> BatchRequest:
     """The batch request of an allocation (its experiment's or task's ``slurm:`` ``section``
     applied: ``sbatch_args``, ``gpu_type``, ``slots_per_node``; on PBS ``pbs:`` and
     ``pbsbatch_args``); ``pools``: the partitions from ``sinfo`` (:func:`slot_type_of`).
     ``slots_per_node`` unset: the partition's most slots on one node (sinfo), so a trial larger
     than a node spans several; one node when unknown. ``single_node``: an interactive task,
-    refused when its slots need more than one node. No slots: a CPU job. Pure."""
+    refused when its slots need more than one node. No slots: a CPU job. ``exclude_nodes``: the
+    nodes a trial's ``exclude_node`` log policies keep it off (Slurm's ``--exclude``). Pure."""
     partition = partition_of(allocation.resource_pool, settings)
     if isinstance(section, PbsConfig):
         scheduler_args, gpu_type = tuple(section.pbsbatch_args), None
@@ -167,7 +170,16 @@ def batch_request(
         requeue=False,
         scheduler_args=scheduler_args,
         single_node=single_node,
+        exclude_nodes=exclude_nodes,
     )
+
+
+def _excluded_nodes(session: Session, allocation: Allocation) -> tuple[str, ...]:
+    """The nodes a trial's ``exclude_node`` log policies keep its allocation off (sorted)."""
+    task = session.get(Task, allocation.task_id)
+    if task is None or task.trial_id is None:
+        return ()
+    return tuple(sorted(excluded_agents(task.extra)))
 
 
 def _pool_of(
@@ -224,6 +236,7 @@ def claim_batch(
     cluster_id: str,
     pools: Mapping[str, PartitionPool] | None = None,
     first_port_offset: int = 0,
+    startup_hook_of: StartupHookOf | None = None,
 ) -> BatchJob | None:
     """PENDING -> ASSIGNED with a token, ports and one container (see the module docstring);
     commits. None when the allocation is not PENDING."""
@@ -239,6 +252,7 @@ def claim_batch(
         python=python,
         pools=pools,
         single_node=single_node,
+        exclude_nodes=_excluded_nodes(session, allocation),
     )
     engine = engine_of(settings)
     # Slot ids per node: device indices there (the launcher swaps in the GPUs Slurm made
@@ -260,6 +274,7 @@ def claim_batch(
         port_offset=free_port_offset(_batch_port_offsets(session, engine), first_port_offset),
         device_type=request.slot_type,
         cluster_id=cluster_id,
+        startup_hook_of=startup_hook_of,
     )
     return BatchJob(allocation.id, token, request) if token is not None else None
 
@@ -298,5 +313,6 @@ def resume_job(
         python=python,
         pools=pools,
         single_node=single_node,
+        exclude_nodes=_excluded_nodes(session, allocation),
     )
     return BatchJob(allocation_id, token, request)

@@ -386,6 +386,7 @@ class HpcManager(
                     cluster_id=self.state.cluster_id,
                     pools=pools,
                     first_port_offset=self.state.settings.cluster.task_port_offset,
+                    startup_hook_of=self.state.settings.startup_hook,
                 )
             if job is not None:
                 self._submit(job)

@@ -32,7 +32,7 @@ from stalwart.master.db.tables import (
     User,
     Workspace,
 )
-from stalwart.master.rm.claim import claim_allocation
+from stalwart.master.rm.claim import StartupHookOf, claim_allocation
 from stalwart.master.rm.kubernetes.manifests import JobRequest, job_name, pod_slots
 from stalwart.master.rm.kubernetes.podspec import strategic_merge
 from stalwart.master.rm.kubernetes.settings import K8S_AGENT, KubernetesSettings
@@ -56,6 +56,7 @@ def claim(
     settings: KubernetesSettings,
     *,
     cluster_id: str,
+    startup_hook_of: StartupHookOf | None = None,
 ) -> bool:
     """PENDING -> ASSIGNED with a token, ports and one container per pod; commits. False when
     the allocation is not PENDING or its task (a trial, or an interactive task) is gone. Every
@@ -86,6 +87,7 @@ def claim(
         port_offset=0,  # every pod has its own network namespace
         device_type=device,
         cluster_id=cluster_id,
+        startup_hook_of=startup_hook_of,
     )
     return token is not None
 

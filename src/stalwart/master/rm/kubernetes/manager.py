@@ -513,7 +513,13 @@ class KubernetesManager(ResourceManager, Reattaches, Prepull, BatchLauncher, Ser
             todo = batchjobs.unsubmitted(session, K8S_AGENT)
         for allocation_id in pending:
             with self.step() as session:
-                if rows.claim(session, allocation_id, self.k8s, cluster_id=self.state.cluster_id):
+                if rows.claim(
+                    session,
+                    allocation_id,
+                    self.k8s,
+                    cluster_id=self.state.cluster_id,
+                    startup_hook_of=self.state.settings.startup_hook,
+                ):
                     todo.append(allocation_id)
         for allocation_id in todo:
             self._create(allocation_id)

@@ -79,6 +79,7 @@ export function trialPage(id) {
     const facts = [
       ["State", short(t.state)], ["Batches", String(t.totalBatchesProcessed ?? 0)],
       ["Restarts", String(t.restarts ?? 0)], ["Searcher metric", fmt(t.searcherMetricValue)],
+      ...(t.logPolicyMatched ? [["Log policy", t.logPolicyMatched]] : []),
       ["Started", t.startTime ? new Date(t.startTime).toLocaleString() : "–"],
       ["Ended", t.endTime ? new Date(t.endTime).toLocaleString() : "–"],
       ["Image pull", imagePull(task?.task?.allocations || [])],
