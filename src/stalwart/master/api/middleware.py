@@ -1,13 +1,8 @@
 """ASGI middleware for the wire dialect's transport rules.
 
 - The official client posts JSON without a ``Content-Type`` (``requests`` with ``data=str``), and
-<<<<<<< HEAD
   tools such as curl label it form data: every ``/api/`` request body (and the legacy
   ``POST /task-logs``'s) is read as JSON.
-=======
-  tools such as curl label it form data: every ``/api/`` request body is read as JSON (and the
-  body of the legacy ``/task-logs``, which the SDK's unmanaged log shipper posts).
->>>>>>> wt23b
 - A request whose declared ``Content-Length`` is over ``limits.max_request_bytes`` is answered
   413 at once, before its body is read. A body without a declared length (chunked) is counted
   as it is read: passing the limit raises :class:`BodyTooLargeError`, an ``HTTPException(413)``
