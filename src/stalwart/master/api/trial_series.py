@@ -1,0 +1,112 @@
+"""Route: ``GET /trials/time-series`` (Determined's ``CompareTrials``: downsampled metrics of
+several trials, which the web UI's comparison charts and ``bindings.get_CompareTrials`` read).
+
+Registered before :mod:`stalwart.master.api.trials`, whose ``/trials/{trial_id}`` would take
+the path. Reading a trial needs a role that sees its experiment (the ``trialIds`` are checked
+by :func:`stalwart.master.policy.authorize_user_request`); unknown trials are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import Field
+from sqlalchemy import select
+
+from stalwart.master.api.deps import CallerDep, SessionDep
+from stalwart.master.api.models.common import WireModel, wire_time
+from stalwart.master.api.models.trials import V1Trial
+from stalwart.master.api.trials import trial_to_wire
+from stalwart.master.db.tables import Trial
+from stalwart.master.services import trial_series as series
+from stalwart.master.services import trials as trials_svc
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["trials"])
+
+_TYPE_OF_GROUP = {
+    "training": "METRIC_TYPE_TRAINING",
+    "validation": "METRIC_TYPE_VALIDATION",
+    "profiling": "METRIC_TYPE_PROFILING",
+}
+
+
+class DataPoint(WireModel):
+    """``v1DataPoint``."""
+
+    batches: int
+    time: str
+    epoch: float | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class DownsampledMetrics(WireModel):
+    """``v1DownsampledMetrics``."""
+
+    data: list[DataPoint]
+    group: str
+    type: str
+
+
+class ComparableTrial(WireModel):
+    """``v1ComparableTrial``."""
+
+    metrics: list[DownsampledMetrics]
+    trial: V1Trial
+
+
+class CompareTrialsResponse(WireModel):
+    """``v1CompareTrialsResponse``."""
+
+    trials: list[ComparableTrial]
+
+
+@router.get("/trials/time-series", response_model=CompareTrialsResponse)
+def compare_trials(
+    _caller: CallerDep,
+    session: SessionDep,
+    trial_ids: Annotated[list[int] | None, Query(alias="trialIds")] = None,
+    metric_names: Annotated[list[str] | None, Query(alias="metricNames")] = None,
+    metric_ids: Annotated[list[str] | None, Query(alias="metricIds")] = None,
+    metric_type: Annotated[str | None, Query(alias="metricType")] = None,
+    group: str = "",
+    max_datapoints: Annotated[int, Query(alias="maxDatapoints")] = 0,
+    start_batches: Annotated[int, Query(alias="startBatches")] = 0,
+    end_batches: Annotated[int, Query(alias="endBatches")] = 0,
+) -> CompareTrialsResponse:
+    """Each trial (ascending id) with its downsampled metrics, grouped (see
+    :mod:`stalwart.master.services.trial_series`); ``maxDatapoints`` 0 means 200 per group,
+    ``endBatches`` 0 means no end."""
+    wanted = series.group_names(metric_names or [], metric_ids or [], metric_type, group)
+    ids = sorted(set(trial_ids or []))
+    rows = list(session.scalars(select(Trial).where(Trial.id.in_(ids)).order_by(Trial.id)))
+    out = []
+    for view in trials_svc.trial_views(session, rows):
+        groups = series.trial_groups(
+            session,
+            view.trial.id,
+            wanted,
+            max_points=max_datapoints,
+            start_batches=start_batches,
+            end_batches=end_batches,
+        )
+        metrics = [
+            DownsampledMetrics(
+                group=g.group,
+                type=_TYPE_OF_GROUP.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
+                data=[
+                    DataPoint(
+                        batches=p.batches,
+                        time=wire_time(p.time) or "",
+                        epoch=p.epoch,
+                        values=p.values,
+                    )
+                    for p in g.points
+                ],
+            )
+            for g in groups
+        ]
+        out.append(ComparableTrial(metrics=metrics, trial=trial_to_wire(view)))
+    return CompareTrialsResponse(trials=out)

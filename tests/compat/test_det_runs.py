@@ -1,0 +1,222 @@
+"""Determined 0.38's flat runs and the trial comparison series with the official 0.38.1 client
+library, on Stalwart.
+
+The web UI's run table and comparison charts call the generated ``bindings``:
+``post_SearchRuns``, ``post_{Kill,Pause,Resume,Archive,Move}Runs`` and ``get_CompareTrials``
+(``GET /api/v1/trials/time-series``, which ``/trials/{trial_id}`` once swallowed);
+``workflows/bindings_calls.py`` runs them over the client's own session, so each test proves
+the client parses the answer. One master, no agent: a single-trial experiment and a two-trial
+grid, both active (their trials stay queued); metrics are reported through the official
+``post_ReportTrialMetrics``, as a trial would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.conftest import Det, MasterProcess, logged_in_admin
+from tests.compat.test_det_bulk_actions import calls, get_experiment
+from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id
+
+pytestmark = pytest.mark.compat
+
+PROJECT = 1
+
+
+@pytest.fixture(scope="module")
+def admin(
+    det_venv: Path, stalwart_master: MasterProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Det:
+    return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
+
+
+def _trial_ids(cli: Det, exp_id: int, count: int) -> list[int]:
+    for _ in range(100):
+        (got,) = calls(cli, {"fn": "get_GetExperimentTrials", "kwargs": {"experimentId": exp_id}})
+        ids = sorted(t["id"] for t in got["ok"]["trials"])
+        if len(ids) == count:
+            return ids
+    raise AssertionError(f"experiment {exp_id} has trials {ids}, not {count}")
+
+
+@pytest.fixture(scope="module")
+def runs(admin: Det, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``single``: the trial of a single-trial experiment (``single_exp``); ``grid``: the two
+    trials of a grid experiment."""
+    model = tmp_path_factory.mktemp("runs-model")
+    (model / "trial.py").write_text((WORKFLOWS / "trial.py").read_text(), encoding="utf-8")
+    single_exp = _created_id(
+        admin.ok("experiment", "create", _config(model.parent, "runs-single", 1, 0.0), str(model))
+    )
+    grid = model.parent / "runs-grid.yaml"
+    grid.write_text(
+        "name: runs-grid\nentrypoint: python3 trial.py\n"
+        "hyperparameters:\n  steps: {type: categorical, vals: [1, 2]}\n  sleep: 0\n"
+        "searcher:\n  name: grid\n  metric: loss\n  max_length: 1\n  max_concurrent_trials: 2\n"
+        "max_restarts: 0\n",
+        encoding="utf-8",
+    )
+    grid_exp = _created_id(admin.ok("experiment", "create", str(grid), str(model)))
+    (single,) = _trial_ids(admin, single_exp, 1)
+    return {
+        "single_exp": single_exp,
+        "single": single,
+        "grid_exp": grid_exp,
+        "grid": _trial_ids(admin, grid_exp, 2),
+    }
+
+
+def _report(trial_id: int, group: str, steps: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "fn": "post_ReportTrialMetrics",
+        "kwargs": {"metrics_trialId": trial_id},
+        "body": {
+            "type": "v1ReportTrialMetricsRequest",
+            "json": {
+                "group": group,
+                "metrics": {
+                    "trialId": trial_id,
+                    "trialRunId": 1,
+                    "stepsCompleted": steps,
+                    "metrics": {"avgMetrics": metrics},
+                },
+            },
+        },
+    }
+
+
+def _runs_call(action: str, ids: list[int], **extra: Any) -> dict[str, Any]:
+    return {
+        "fn": f"post_{action}Runs",
+        "body": {
+            "type": f"v1{action}RunsRequest",
+            "json": {"runIds": ids, "projectId": PROJECT, **extra},
+        },
+    }
+
+
+def _search(**body: Any) -> dict[str, Any]:
+    return {"fn": "post_SearchRuns", "body": {"type": "v1SearchRunsRequest", "json": body}}
+
+
+def _outcome(result: dict[str, Any]) -> dict[int, str]:
+    assert "ok" in result, result
+    return {r["id"]: r["error"] for r in result["ok"]["results"]}
+
+
+def test_compare_trials_time_series(admin: Det, runs: dict[str, Any]) -> None:
+    single, other = runs["single"], runs["grid"][0]
+    reports = [_report(single, "training", s, {"loss": s / 10, "epochs": s}) for s in range(1, 6)]
+    reports.append(_report(single, "validation", 5, {"acc": 0.9}))
+    *stored, by_names, by_ids = calls(
+        admin,
+        *reports,
+        {
+            "fn": "get_CompareTrials",
+            "kwargs": {
+                "trialIds": [other, single],
+                "metricNames": ["loss"],
+                "metricType": "METRIC_TYPE_TRAINING",
+                "maxDatapoints": 3,
+            },
+            "enums": {"metricType": "v1MetricType"},
+        },
+        {
+            "fn": "get_CompareTrials",
+            "kwargs": {"trialIds": [single], "metricIds": ["training.loss", "validation.acc"]},
+        },
+    )
+    assert all("ok" in r for r in stored), stored
+    trials = by_names["ok"]["trials"]
+    assert [t["trial"]["id"] for t in trials] == sorted([single, other])
+    mine = next(t for t in trials if t["trial"]["id"] == single)
+    (training,) = mine["metrics"]
+    assert training["group"] == "training"
+    assert training["type"] == "METRIC_TYPE_TRAINING"
+    assert [p["batches"] for p in training["data"]] == [1, 3, 5]  # 3 of 5, ends kept
+    assert [p["values"] for p in training["data"]] == [{"loss": 0.1}, {"loss": 0.3}, {"loss": 0.5}]
+    assert [p["epoch"] for p in training["data"]] == [1.0, 3.0, 5.0]
+    assert all(p["time"] for p in training["data"])
+    assert next(t for t in trials if t["trial"]["id"] == other)["metrics"] == []
+    (both,) = by_ids["ok"]["trials"]
+    assert [(m["group"], len(m["data"])) for m in both["metrics"]] == [
+        ("training", 5),
+        ("validation", 1),
+    ]
+    assert both["metrics"][1]["data"][0]["values"] == {"acc": 0.9}
+
+
+def test_search_runs(admin: Det, runs: dict[str, Any]) -> None:
+    everything, page, refused = calls(
+        admin,
+        _search(projectId=PROJECT),
+        _search(projectId=PROJECT, sort="id=desc", limit=2),
+        _search(filter='{"filterGroup":{"children":[{"kind":"field"}]}}'),
+    )
+    found = {r["id"]: r for r in everything["ok"]["runs"]}
+    assert set(found) == {runs["single"], *runs["grid"]}
+    assert everything["ok"]["pagination"]["total"] == 3
+    single = found[runs["single"]]
+    assert single["experiment"]["id"] == runs["single_exp"]
+    assert single["experiment"]["isMultitrial"] is False
+    assert found[runs["grid"][0]]["experiment"]["isMultitrial"] is True
+    assert single["projectId"] == PROJECT
+    assert single["workspaceName"] == "Uncategorized"
+    assert single["state"] in ("STATE_ACTIVE", "STATE_QUEUED")
+    assert [r["id"] for r in page["ok"]["runs"]] == sorted(found, reverse=True)[:2]
+    assert refused["status"] == 400
+    assert "filter" in refused["error"]
+
+
+def test_run_actions(admin: Det, runs: dict[str, Any]) -> None:
+    single, (grid_a, grid_b) = runs["single"], runs["grid"]
+    paused, resumed, killed = calls(
+        admin,
+        _runs_call("Pause", [single, grid_a, 99999]),
+        _runs_call("Resume", [single]),
+        _runs_call("Kill", [grid_a]),
+    )
+    assert _outcome(paused) == {
+        single: "",
+        grid_a: f"Cannot pause/unpause run '{grid_a}' (part of multi-trial).",
+        99999: f"Run with id '99999' not found in project with id '{PROJECT}'",
+    }
+    assert _outcome(resumed) == {single: ""}
+    assert _outcome(killed) == {grid_a: ""}
+    for _ in range(100):
+        (trial,) = calls(admin, {"fn": "get_GetTrial", "kwargs": {"trialId": grid_a}})
+        if trial["ok"]["trial"]["state"] == "STATE_CANCELED":
+            break
+    else:
+        raise AssertionError(f"run {grid_a} is {trial}, not canceled")
+
+    admin.ok("workspace", "create", "runs-ws")
+    made = admin.ok("project", "create", "runs-ws", "runs-elsewhere", "--json").stdout
+    destination = json.loads(made)["id"]
+    archived, unfinished, moved, state_after = calls(
+        admin,
+        _runs_call("Archive", [grid_a]),
+        _runs_call("Archive", [single]),
+        {
+            "fn": "post_MoveRuns",
+            "body": {
+                "type": "v1MoveRunsRequest",
+                "json": {
+                    "runIds": [single, grid_b],
+                    "sourceProjectId": PROJECT,
+                    "destinationProjectId": destination,
+                },
+            },
+        },
+        get_experiment(runs["single_exp"]),
+    )
+    assert "archive its experiment" in _outcome(archived)[grid_a]
+    assert _outcome(unfinished) == {single: "Run is not in a terminal state."}
+    move = _outcome(moved)
+    assert move[single] == ""
+    assert "move the experiment" in move[grid_b]
+    assert state_after["ok"]["experiment"]["projectId"] == destination
