@@ -1,9 +1,12 @@
-"""Determined 0.38's flat runs and the trial comparison series with the official 0.38.1 client
-library, on Stalwart.
+"""Determined 0.38's flat runs, the trial comparison series, the experiment metric streams and
+the project table's columns with the official 0.38.1 client library, on Stalwart.
 
-The web UI's run table and comparison charts call the generated ``bindings``:
-``post_SearchRuns``, ``post_{Kill,Pause,Resume,Archive,Move}Runs`` and ``get_CompareTrials``
-(``GET /api/v1/trials/time-series``, which ``/trials/{trial_id}`` once swallowed);
+The web UI's run table, charts and experiment table call the generated ``bindings``:
+``post_SearchRuns``, ``post_{Kill,Pause,Resume,Archive,Move}Runs``, ``get_CompareTrials``
+(``GET /api/v1/trials/time-series``, which ``/trials/{trial_id}`` once swallowed),
+``get_ExpMetricNames``, ``get_MetricBatches``, ``get_TrialsSnapshot``, ``get_TrialsSample``
+(newline-delimited streams), ``get_GetProjectColumns`` and
+``get_GetProjectNumericMetricsRange``;
 ``workflows/bindings_calls.py`` runs them over the client's own session, so each test proves
 the client parses the answer. One master, no agent: a single-trial experiment and a two-trial
 grid, both active (their trials stay queued); metrics are reported through the official
@@ -20,7 +23,7 @@ import pytest
 
 from tests.compat.conftest import Det, MasterProcess, logged_in_admin
 from tests.compat.test_det_bulk_actions import calls, get_experiment
-from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id
+from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id, _wait_state
 
 pytestmark = pytest.mark.compat
 
@@ -34,13 +37,22 @@ def admin(
     return logged_in_admin(det_venv, stalwart_master, tmp_path_factory)
 
 
-def _trial_ids(cli: Det, exp_id: int, count: int) -> list[int]:
-    for _ in range(100):
-        (got,) = calls(cli, {"fn": "get_GetExperimentTrials", "kwargs": {"experimentId": exp_id}})
-        ids = sorted(t["id"] for t in got["ok"]["trials"])
-        if len(ids) == count:
-            return ids
-    raise AssertionError(f"experiment {exp_id} has trials {ids}, not {count}")
+def _trial_ids(cli: Det, wanted: dict[int, int]) -> dict[int, list[int]]:
+    """``{experiment: its trial ids}`` once each experiment has the number of trials wanted
+    (its searcher creates them right after it is created)."""
+    found: dict[int, list[int]] = {}
+    for _ in range(60):
+        answers = calls(
+            cli,
+            *({"fn": "get_GetExperimentTrials", "kwargs": {"experimentId": e}} for e in wanted),
+        )
+        found = {
+            e: sorted(t["id"] for t in got["ok"]["trials"])
+            for e, got in zip(wanted, answers, strict=True)
+        }
+        if all(len(found[e]) == n for e, n in wanted.items()):
+            return found
+    raise AssertionError(f"trials {found}, wanted {wanted} of each experiment")
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +73,12 @@ def runs(admin: Det, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
         encoding="utf-8",
     )
     grid_exp = _created_id(admin.ok("experiment", "create", str(grid), str(model)))
-    (single,) = _trial_ids(admin, single_exp, 1)
+    trials = _trial_ids(admin, {single_exp: 1, grid_exp: 2})
     return {
         "single_exp": single_exp,
-        "single": single,
+        "single": trials[single_exp][0],
         "grid_exp": grid_exp,
-        "grid": _trial_ids(admin, grid_exp, 2),
+        "grid": trials[grid_exp],
     }
 
 
@@ -108,13 +120,23 @@ def _outcome(result: dict[str, Any]) -> dict[int, str]:
     return {r["id"]: r["error"] for r in result["ok"]["results"]}
 
 
-def test_compare_trials_time_series(admin: Det, runs: dict[str, Any]) -> None:
-    single, other = runs["single"], runs["grid"][0]
+@pytest.fixture(scope="module")
+def reported(admin: Det, runs: dict[str, Any]) -> dict[str, Any]:
+    """Metrics of the single trial, reported through ``post_ReportTrialMetrics``: training
+    ``loss`` (and ``epochs``) at batches 1-5, validation ``loss`` 0.25 (the searcher metric)
+    and ``acc`` 0.9 at batch 5."""
+    single = runs["single"]
     reports = [_report(single, "training", s, {"loss": s / 10, "epochs": s}) for s in range(1, 6)]
-    reports.append(_report(single, "validation", 5, {"acc": 0.9}))
-    *stored, by_names, by_ids = calls(
+    reports.append(_report(single, "validation", 5, {"loss": 0.25, "acc": 0.9}))
+    stored = calls(admin, *reports)
+    assert all("ok" in r for r in stored), stored
+    return runs
+
+
+def test_compare_trials_time_series(admin: Det, reported: dict[str, Any]) -> None:
+    single, other = reported["single"], reported["grid"][0]
+    by_names, by_ids = calls(
         admin,
-        *reports,
         {
             "fn": "get_CompareTrials",
             "kwargs": {
@@ -130,7 +152,6 @@ def test_compare_trials_time_series(admin: Det, runs: dict[str, Any]) -> None:
             "kwargs": {"trialIds": [single], "metricIds": ["training.loss", "validation.acc"]},
         },
     )
-    assert all("ok" in r for r in stored), stored
     trials = by_names["ok"]["trials"]
     assert [t["trial"]["id"] for t in trials] == sorted([single, other])
     mine = next(t for t in trials if t["trial"]["id"] == single)
@@ -148,6 +169,64 @@ def test_compare_trials_time_series(admin: Det, runs: dict[str, Any]) -> None:
         ("validation", 1),
     ]
     assert both["metrics"][1]["data"][0]["values"] == {"acc": 0.9}
+
+
+def test_metric_streams_and_project_columns(admin: Det, reported: dict[str, Any]) -> None:
+    exp, single = reported["single_exp"], reported["single"]
+    training = {"metricName": "loss", "group": "training", "periodSeconds": 1}
+    names, batches, snapshot, sample, cols, ranges = calls(
+        admin,
+        # the experiment is active: each stream would go on; its first answer is read
+        {"fn": "get_ExpMetricNames", "kwargs": {"ids": [exp]}, "take": 1},
+        {"fn": "get_MetricBatches", "kwargs": {"experimentId": exp, **training}, "take": 1},
+        {
+            "fn": "get_TrialsSnapshot",
+            "kwargs": {
+                "experimentId": exp,
+                "batchesProcessed": 3,
+                "batchesMargin": 1,
+                **training,
+            },
+            "take": 1,
+        },
+        {
+            "fn": "get_TrialsSample",
+            "kwargs": {"experimentId": exp, "maxDatapoints": 3, **training},
+            "take": 1,
+        },
+        {"fn": "get_GetProjectColumns", "kwargs": {"id": PROJECT}},
+        {"fn": "get_GetProjectNumericMetricsRange", "kwargs": {"id": PROJECT}},
+    )
+    (first,) = names["ok"]
+    assert first["searcherMetrics"] == ["loss"]
+    assert sorted(first["trainingMetrics"]) == ["epochs", "loss"]
+    assert sorted(first["validationMetrics"]) == ["acc", "loss"]
+    assert {"group": "validation", "name": "acc"} in first["metricNames"]
+    assert batches["ok"] == [{"batches": [1, 2, 3, 4, 5]}]
+    (snap,) = snapshot["ok"]
+    # within 3 ± 1 batches, the latest report: batch 4
+    assert snap["trials"] == [
+        {
+            "trialId": single,
+            "hparams": {"steps": 1, "sleep": 0.0},
+            "metric": 0.4,
+            "batchesProcessed": 4,
+        }
+    ]
+    (picked,) = sample["ok"]
+    assert picked["promotedTrials"] == [single]
+    (curve,) = picked["trials"]
+    assert [p["batches"] for p in curve["data"]] == [1, 3, 5]
+    columns = {c["column"]: c for c in cols["ok"]["columns"]}
+    assert columns["id"]["type"] == "COLUMN_TYPE_NUMBER"
+    assert columns["validation.loss.min"]["location"] == "LOCATION_TYPE_VALIDATIONS"
+    assert columns["training.loss.mean"]["type"] == "COLUMN_TYPE_NUMBER"
+    assert columns["hp.steps"]["location"] == "LOCATION_TYPE_HYPERPARAMETERS"
+    found = {r["metricsName"]: (r["min"], r["max"]) for r in ranges["ok"]["ranges"]}
+    assert found["searcherMetricsVal"] == (0.25, 0.25)
+    assert found["training.loss.last"] == (0.5, 0.5)
+    assert found["training.loss.max"] == (0.5, 0.5)
+    assert found["validation.acc.min"] == (0.9, 0.9)
 
 
 def test_search_runs(admin: Det, runs: dict[str, Any]) -> None:
@@ -220,3 +299,17 @@ def test_run_actions(admin: Det, runs: dict[str, Any]) -> None:
     assert move[single] == ""
     assert "move the experiment" in move[grid_b]
     assert state_after["ok"]["experiment"]["projectId"] == destination
+
+
+def test_metric_stream_ends_with_its_experiment(admin: Det, reported: dict[str, Any]) -> None:
+    exp = reported["single_exp"]
+    admin.ok("experiment", "kill", str(exp))
+    _wait_state(admin, exp, "STATE_CANCELED")
+    (batches,) = calls(
+        admin,
+        {
+            "fn": "get_MetricBatches",
+            "kwargs": {"experimentId": exp, "metricName": "loss", "group": "training"},
+        },
+    )
+    assert batches["ok"] == [{"batches": [1, 2, 3, 4, 5]}]  # one answer, then the end

@@ -5,11 +5,13 @@ parsed.
 Run with the det venv's Python: ``python bindings_calls.py MASTER USER PASSWORD CALLS`` where
 CALLS is a JSON list of ``{"fn": "post_ActivateExperiments", "kwargs": {...}, "body": {"type":
 "v1ActivateExperimentsRequest", "json": {...}}}`` (``body`` optional; ``enums`` optional:
-``{"kwarg": "v1MetricType"}`` turns a kwarg's string into that enum). Prints one line
+``{"kwarg": "v1MetricType"}`` turns a kwarg's string into that enum; ``take`` optional: read
+only the first N results of a stream, which then is closed). Prints one line
 ``CALLS_RESULT <json list>``: per call ``{"ok": <the parsed answer's to_json(), a list for a
 stream>}`` or ``{"status": <HTTP status>, "error": <message>}`` when the client raised.
 """
 
+import itertools
 import json
 import sys
 import types
@@ -20,9 +22,11 @@ from determined.common.api import bindings  # type: ignore[import-not-found]
 from determined.experimental import client  # type: ignore[import-not-found]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, take: Any = None) -> Any:
     if isinstance(value, types.GeneratorType):
-        return [_plain(v) for v in value]
+        items = [_plain(v) for v in itertools.islice(value, take)]
+        value.close()
+        return items
     if hasattr(value, "to_json"):
         return value.to_json(True)
     return value
@@ -36,7 +40,7 @@ def call(session: Any, spec: dict[str, Any]) -> dict[str, Any]:
     if body is not None:
         kwargs["body"] = getattr(bindings, body["type"]).from_json(body["json"])
     try:
-        return {"ok": _plain(getattr(bindings, spec["fn"])(session, **kwargs))}
+        return {"ok": _plain(getattr(bindings, spec["fn"])(session, **kwargs), spec.get("take"))}
     except (api.errors.APIException, api.errors.ForbiddenException) as exc:
         return {"status": getattr(exc, "status_code", 403), "error": str(exc)}
 
