@@ -5,8 +5,9 @@ The web UI's run table, charts and experiment table call the generated ``binding
 ``post_SearchRuns``, ``post_{Kill,Pause,Resume,Archive,Move}Runs``, ``get_CompareTrials``
 (``GET /api/v1/trials/time-series``, which ``/trials/{trial_id}`` once swallowed),
 ``get_ExpMetricNames``, ``get_MetricBatches``, ``get_TrialsSnapshot``, ``get_TrialsSample``
-(newline-delimited streams), ``get_GetProjectColumns`` and
-``get_GetProjectNumericMetricsRange``;
+(newline-delimited streams), ``get_GetProjectColumns``, ``get_GetProjectNumericMetricsRange``,
+``post_SearchExperiments``, ``get_GetExperimentLabels``, ``get_GetExperimentValidationHistory``,
+``get_GetModelDefTree``, ``post_GetModelDefFile``, ``get_CurrentUser`` and ``get_health``;
 ``workflows/bindings_calls.py`` runs them over the client's own session, so each test proves
 the client parses the answer. One master, no agent: a single-trial experiment and a two-trial
 grid, both active (their trials stay queued); metrics are reported through the official
@@ -15,6 +16,7 @@ grid, both active (their trials stay queued); metrics are reported through the o
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,7 @@ def runs(admin: Det, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     grid.write_text(
         "name: runs-grid\nentrypoint: python3 trial.py\n"
         "hyperparameters:\n  steps: {type: categorical, vals: [1, 2]}\n  sleep: 0\n"
+        "labels: [grid, shared]\n"
         "searcher:\n  name: grid\n  metric: loss\n  max_length: 1\n  max_concurrent_trials: 2\n"
         "max_restarts: 0\n",
         encoding="utf-8",
@@ -227,6 +230,55 @@ def test_metric_streams_and_project_columns(admin: Det, reported: dict[str, Any]
     assert found["training.loss.last"] == (0.5, 0.5)
     assert found["training.loss.max"] == (0.5, 0.5)
     assert found["validation.acc.min"] == (0.9, 0.9)
+
+
+def test_experiment_details_search_and_health(admin: Det, reported: dict[str, Any]) -> None:
+    exp, single, grid = reported["single_exp"], reported["single"], reported["grid_exp"]
+    admin.ok("experiment", "label", "add", str(exp), "shared")
+    tree, health, me, labels, history, searched, refused, file = calls(
+        admin,
+        {"fn": "get_GetModelDefTree", "kwargs": {"experimentId": exp}},
+        {"fn": "get_health"},
+        {"fn": "get_CurrentUser"},
+        {"fn": "get_GetExperimentLabels", "kwargs": {"projectId": PROJECT}},
+        {"fn": "get_GetExperimentValidationHistory", "kwargs": {"experimentId": exp}},
+        {
+            "fn": "post_SearchExperiments",
+            "body": {
+                "type": "v1SearchExperimentsRequest",
+                "json": {"projectId": PROJECT, "sort": "id=desc"},
+            },
+        },
+        {
+            "fn": "post_SearchExperiments",
+            "body": {"type": "v1SearchExperimentsRequest", "json": {"sort": "colour=asc"}},
+        },
+        {
+            "fn": "post_GetModelDefFile",
+            "kwargs": {"experimentId": exp},
+            "body": {
+                "type": "v1GetModelDefFileRequest",
+                "json": {"experimentId": exp, "path": "trial.py"},
+            },
+        },
+    )
+    (node,) = tree["ok"]["files"]
+    assert (node["path"], node["name"], node["isDir"]) == ("trial.py", "trial.py", False)
+    source = (WORKFLOWS / "trial.py").read_bytes()
+    assert node["contentLength"] == len(source)
+    assert base64.b64decode(file["ok"]["file"]) == source
+    assert health["ok"]["status"] == "up"
+    assert health["ok"]["database"] == "up"
+    assert me["ok"]["user"]["username"] == "admin"
+    assert labels["ok"]["labels"] == ["shared", "grid"]  # most used first
+    (best,) = history["ok"]["validationHistory"]
+    assert (best["trialId"], best["searcherMetric"]) == (single, 0.25)
+    found = searched["ok"]["experiments"]
+    assert [e["experiment"]["id"] for e in found] == [grid, exp]
+    assert found[1]["bestTrial"]["id"] == single
+    assert searched["ok"]["pagination"]["total"] == 2
+    assert refused["status"] == 400
+    assert "colour" in refused["error"]
 
 
 def test_search_runs(admin: Det, runs: dict[str, Any]) -> None:

@@ -32,6 +32,8 @@ from stalwart.master.api import (
     checkpoints,
     experiment_bulk,
     experiment_continue,
+    experiment_details,
+    experiment_search,
     experiments,
     info,
     interactive,
@@ -199,6 +201,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
         users,
         experiments,
         experiment_bulk,
+        experiment_search,
+        experiment_details,
         metric_streams,
         trial_series,  # before trials: /trials/{trial_id} would take /trials/time-series
         trials,

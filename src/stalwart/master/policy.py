@@ -130,6 +130,7 @@ class Action(enum.Enum):
 PUBLIC_ROUTES = frozenset(
     {
         "stalwart.master.api.info.get_info",
+        "stalwart.master.api.info.get_health",
         "stalwart.master.api.info.get_master",
         "stalwart.master.api.auth.login",
         "stalwart.master.ui.index",
