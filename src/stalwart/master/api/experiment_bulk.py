@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter
-from pydantic import Field
 from sqlalchemy.orm import Session
 
 from stalwart.errors import StalwartError
 from stalwart.master.api.deps import Caller, CallerDep, SessionDep, StateDep
-from stalwart.master.api.models.common import WireModel, WireRequest
 from stalwart.master.api.models.projects import ExperimentActionResult
+from stalwart.master.api.models.runs import BulkExperimentsRequest, BulkExperimentsResponse
 from stalwart.master.db.tables import Experiment
 from stalwart.master.services import experiment_bulk as bulk
 from stalwart.master.services import experiments as svc
@@ -28,33 +27,6 @@ from stalwart.master.state import MasterState
 __all__ = ["router"]
 
 router = APIRouter(tags=["experiments"])
-
-
-class BulkExperimentFilters(WireRequest):
-    """``v1BulkExperimentFilters``."""
-
-    archived: bool | None = None
-    description: str | None = None
-    excluded_experiment_ids: list[int] | None = None
-    labels: list[str] | None = None
-    name: str | None = None
-    project_id: int | None = None
-    states: list[str] | None = None
-    user_ids: list[int] | None = None
-
-
-class BulkExperimentsRequest(WireRequest):
-    """``v1ActivateExperimentsRequest`` and its siblings (filters win over ids)."""
-
-    experiment_ids: list[int] = Field(default_factory=list, description="What to act on.")
-    project_id: int | None = Field(default=None, description="Their project (the path's).")
-    filters: BulkExperimentFilters | None = None
-
-
-class BulkExperimentsResponse(WireModel):
-    """``v1ActivateExperimentsResponse`` and its siblings."""
-
-    results: list[ExperimentActionResult] = Field(description="One per experiment.")
 
 
 def _filters(body: BulkExperimentsRequest) -> bulk.BulkFilters | None:

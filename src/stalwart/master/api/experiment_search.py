@@ -11,20 +11,20 @@ accepted when it filters nothing but archived experiments (as for runs,
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import Field
 
 from stalwart.errors import InvalidArgumentError
 from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep
 from stalwart.master.api.experiments import experiment_wire
-from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
-from stalwart.master.api.models.experiments import V1Experiment
-from stalwart.master.api.models.trials import V1Trial
+from stalwart.master.api.models.experiment_details import (
+    SearchExperimentExperiment,
+    SearchExperimentsRequest,
+    SearchExperimentsResponse,
+)
 from stalwart.master.api.trials import trial_to_wire
-from stalwart.master.db.tables import Trial
+from stalwart.master.services import experiment_details as details
 from stalwart.master.services import experiments as svc
 from stalwart.master.services import projects as project_svc
-from stalwart.master.services import trials as trials_svc
 from stalwart.master.services.runs import parse_filter
 
 __all__ = ["router"]
@@ -48,30 +48,6 @@ _SORTS = {
     "checkpointCount": "SORT_BY_CHECKPOINT_COUNT",
     "searcherMetricsVal": "SORT_BY_SEARCHER_METRIC_VAL",
 }
-
-
-class SearchExperimentsRequest(WireRequest):
-    """``v1SearchExperimentsRequest``."""
-
-    filter: str | None = None
-    limit: int = 0
-    offset: int = 0
-    project_id: int | None = None
-    sort: str | None = None
-
-
-class SearchExperimentExperiment(WireModel):
-    """``v1SearchExperimentExperiment``."""
-
-    experiment: V1Experiment
-    best_trial: V1Trial | None = None
-
-
-class SearchExperimentsResponse(WireModel):
-    """``v1SearchExperimentsResponse``."""
-
-    experiments: list[SearchExperimentExperiment] = Field(default_factory=list)
-    pagination: Pagination
 
 
 def _sort(text: str | None) -> tuple[str, bool]:
@@ -111,9 +87,7 @@ def search_experiments(
     )
     page = svc.list_experiments(session, filters, offset=body.offset, limit=body.limit)
     best_ids = [v.best_trial_id for v in page.items if v.best_trial_id is not None]
-    trials = [session.get(Trial, i) for i in best_ids]
-    views = trials_svc.trial_views(session, [t for t in trials if t is not None])
-    best = {v.trial.id: trial_to_wire(v) for v in views}
+    best = {i: trial_to_wire(v) for i, v in details.trial_views_by_id(session, best_ids).items()}
     return SearchExperimentsResponse(
         experiments=[
             SearchExperimentExperiment(

@@ -18,7 +18,6 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
-from pydantic import Field
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -26,11 +25,18 @@ from stalwart.errors import InvalidArgumentError, StalwartError
 from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.errors import status_of
-from stalwart.master.api.models.common import WireModel, wire_time
+from stalwart.master.api.models.common import WireModel
 from stalwart.master.api.models.logs import result_line, stream_error_line
+from stalwart.master.api.models.metric_views import (
+    ExpMetricNamesResponse,
+    MetricBatchesResponse,
+    SampleTrial,
+    TrialsSampleResponse,
+    TrialsSnapshotResponse,
+)
+from stalwart.master.api.trial_series import data_points
 from stalwart.master.services import metric_streams as svc
 from stalwart.master.services.experiments import get_experiment
-from stalwart.master.services.trial_series import Point
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
@@ -39,60 +45,6 @@ router = APIRouter(tags=["experiments"])
 
 DEFAULT_PERIOD_S = 30.0
 """Determined's default stream period."""
-
-
-class MetricIdentifier(WireModel):
-    group: str
-    name: str
-
-
-class ExpMetricNamesResponse(WireModel):
-    """``v1ExpMetricNamesResponse``."""
-
-    searcher_metrics: list[str] = Field(default_factory=list)
-    training_metrics: list[str] = Field(default_factory=list)
-    validation_metrics: list[str] = Field(default_factory=list)
-    metric_names: list[MetricIdentifier] = Field(default_factory=list)
-
-
-class MetricBatchesResponse(WireModel):
-    """``v1MetricBatchesResponse``."""
-
-    batches: list[int] = Field(default_factory=list)
-
-
-class SnapshotTrial(WireModel):
-    trial_id: int
-    hparams: dict[str, Any]
-    metric: float
-    batches_processed: int
-
-
-class TrialsSnapshotResponse(WireModel):
-    """``v1TrialsSnapshotResponse``."""
-
-    trials: list[SnapshotTrial]
-
-
-class DataPoint(WireModel):
-    batches: int
-    time: str
-    epoch: float | None = None
-    values: dict[str, Any] = Field(default_factory=dict)
-
-
-class SampleTrial(WireModel):
-    trial_id: int
-    hparams: dict[str, Any]
-    data: list[DataPoint]
-
-
-class TrialsSampleResponse(WireModel):
-    """``v1TrialsSampleResponse``."""
-
-    trials: list[SampleTrial]
-    promoted_trials: list[int]
-    demoted_trials: list[int]
 
 
 class _Stream(Protocol):
@@ -143,13 +95,6 @@ def _start(
     session.close()
     period = float(period_seconds) if period_seconds > 0 else DEFAULT_PERIOD_S
     return StreamingResponse(_lines(state, stream, render, period), media_type="application/json")
-
-
-def _points(points: list[Point]) -> list[DataPoint]:
-    return [
-        DataPoint(batches=p.batches, time=wire_time(p.time) or "", epoch=p.epoch, values=p.values)
-        for p in points
-    ]
 
 
 def _metric(metric_name: str) -> str:
@@ -271,7 +216,9 @@ def trials_sample(
     def render(body: dict[str, Any]) -> WireModel:
         return TrialsSampleResponse(
             trials=[
-                SampleTrial(trial_id=t["trial_id"], hparams=t["hparams"], data=_points(t["data"]))
+                SampleTrial(
+                    trial_id=t["trial_id"], hparams=t["hparams"], data=data_points(t["data"])
+                )
                 for t in body["trials"]
             ],
             promoted_trials=body["promoted_trials"],

@@ -12,42 +12,18 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from stalwart.master.api.deps import CallerDep, SessionDep
-from stalwart.master.api.models.common import WireModel
+from stalwart.master.api.models.metric_views import (
+    GetProjectColumnsResponse,
+    GetProjectNumericMetricsRangeResponse,
+    MetricsRange,
+    ProjectColumn,
+)
 from stalwart.master.services import project_columns as svc
 from stalwart.master.services import projects as project_svc
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["projects"])
-
-
-class ProjectColumn(WireModel):
-    """``v1ProjectColumn``."""
-
-    column: str
-    location: str
-    type: str
-    display_name: str | None = None
-
-
-class GetProjectColumnsResponse(WireModel):
-    """``v1GetProjectColumnsResponse``."""
-
-    columns: list[ProjectColumn]
-
-
-class MetricsRange(WireModel):
-    """``v1MetricsRange``."""
-
-    metrics_name: str
-    min: float
-    max: float
-
-
-class GetProjectNumericMetricsRangeResponse(WireModel):
-    """``v1GetProjectNumericMetricsRangeResponse``."""
-
-    ranges: list[MetricsRange]
 
 
 @router.get("/projects/{project_id}/columns", response_model=GetProjectColumnsResponse)

@@ -7,120 +7,30 @@ per run (an empty ``error`` means done).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from fastapi import APIRouter
-from pydantic import Field
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
-from stalwart.master import policy
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
-from stalwart.master.api.models.common import (
-    Pagination,
-    WireModel,
-    WireRequest,
-    paginate,
-    wire_time,
+from stalwart.master.api.models.runs import (
+    MoveRunsRequest,
+    RunActionResult,
+    RunsRequest,
+    RunsResponse,
+    SearchRunsRequest,
+    SearchRunsResponse,
 )
-from stalwart.master.db.tables import Experiment, Workspace
+from stalwart.master.api.wire.runs import flat_run
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services import projects as project_svc
 from stalwart.master.services import runs as svc
-from stalwart.master.services import trials as trials_svc
 from stalwart.master.services.experiment_bulk import ActionResult
 from stalwart.master.state import MasterState
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["runs"])
-
-
-class SearchRunsRequest(WireRequest):
-    """``v1SearchRunsRequest``."""
-
-    filter: str | None = None
-    limit: int = 0
-    offset: int = 0
-    project_id: int | None = None
-    sort: str | None = None
-
-
-class FlatRunExperiment(WireModel):
-    """``v1FlatRunExperiment``."""
-
-    description: str
-    id: int
-    is_multitrial: bool
-    name: str
-    progress: float
-    resource_pool: str
-    searcher_metric: str
-    searcher_type: str
-    unmanaged: bool = False
-    forked_from: int | None = None
-
-
-class FlatRun(WireModel):
-    """``v1FlatRun``."""
-
-    id: int
-    archived: bool
-    checkpoint_count: int
-    checkpoint_size: str
-    parent_archived: bool
-    project_id: int
-    project_name: str
-    start_time: str
-    state: str
-    workspace_id: int
-    workspace_name: str
-    duration: int | None = None
-    end_time: str | None = None
-    experiment: FlatRunExperiment | None = None
-    hyperparameters: dict[str, Any] | None = None
-    labels: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = None
-    searcher_metric_value: float | None = None
-    user_id: int | None = None
-
-
-class SearchRunsResponse(WireModel):
-    """``v1SearchRunsResponse``."""
-
-    pagination: Pagination
-    runs: list[FlatRun]
-
-
-class RunsRequest(WireRequest):
-    """``v1KillRunsRequest`` and its siblings."""
-
-    run_ids: list[int] = Field(default_factory=list)
-    project_id: int | None = None
-    filter: str | None = None
-
-
-class MoveRunsRequest(WireRequest):
-    """``v1MoveRunsRequest``."""
-
-    destination_project_id: int
-    source_project_id: int
-    run_ids: list[int] = Field(default_factory=list)
-    filter: str | None = None
-    skip_multitrial: bool = False
-
-
-class RunActionResult(WireModel):
-    """``v1RunActionResult``: an empty ``error`` means done."""
-
-    error: str
-    id: int
-
-
-class RunsResponse(WireModel):
-    """``v1KillRunsResponse`` and its siblings."""
-
-    results: list[RunActionResult]
 
 
 def _answer(results: Sequence[ActionResult]) -> RunsResponse:
@@ -140,46 +50,6 @@ def _by_ids(filter_text: str | None, run_ids: Sequence[int]) -> None:
         )
 
 
-def _flat(session: Session, view: trials_svc.TrialView, experiment: Experiment) -> FlatRun:
-    trial = view.trial
-    project = svc.project_of(session, experiment)
-    workspace = session.get(Workspace, project.workspace_id) if project else None
-    config = experiment.config or {}
-    searcher = config.get("searcher") or {}
-    end = trial.end_time
-    return FlatRun(
-        id=trial.id,
-        archived=experiment.archived,
-        checkpoint_count=view.checkpoint_count,
-        checkpoint_size=str(view.checkpoint_size),
-        parent_archived=bool((project and project.archived) or (workspace and workspace.archived)),
-        project_id=experiment.project_id,
-        project_name=project.name if project else "",
-        start_time=wire_time(trial.start_time) or "",
-        state=f"STATE_{view.state}",
-        workspace_id=workspace.id if workspace else 0,
-        workspace_name=workspace.name if workspace else "",
-        duration=int(view.wall_clock_time) if end is not None else None,
-        end_time=wire_time(end),
-        experiment=FlatRunExperiment(
-            description=experiment.description or "",
-            id=experiment.id,
-            is_multitrial=experiment.searcher_type != "single",
-            name=experiment.name,
-            progress=experiment.progress or 0.0,
-            resource_pool=experiment.resource_pool,
-            searcher_metric=str(searcher.get("metric") or ""),
-            searcher_type=experiment.searcher_type,
-            forked_from=experiment.parent_id,
-        ),
-        hyperparameters=trial.hparams or None,
-        labels=[str(label) for label in experiment.labels or ()],
-        metadata=trial.run_metadata,
-        searcher_metric_value=trial.searcher_metric_value,
-        user_id=experiment.owner_id,
-    )
-
-
 @router.post("/runs", response_model=SearchRunsResponse)
 def search_runs(
     body: SearchRunsRequest, caller: CallerDep, session: SessionDep
@@ -189,19 +59,16 @@ def search_runs(
     see."""
     if body.project_id is not None:
         project_svc.get_project(session, caller.user, body.project_id)
-    query = svc.runs_query(
+    page = svc.search_runs(
+        session,
+        caller.user,
         body.project_id,
-        policy.hidden_project_ids(session, caller.user),
-        svc.parse_filter(body.filter),
+        filter_text=body.filter,
+        sort=body.sort,
+        offset=body.offset,
+        limit=body.limit,
     )
-    total = svc.count(session, query)
-    start, end, pagination = paginate(total, body.offset, body.limit)
-    rows = session.execute(
-        query.order_by(*svc.sort_columns(body.sort)).offset(start).limit(end - start)
-    ).all()
-    views = trials_svc.trial_views(session, [trial for trial, _ in rows])
-    runs = [_flat(session, v, exp) for v, (_, exp) in zip(views, rows, strict=True)]
-    return SearchRunsResponse(pagination=pagination, runs=runs)
+    return SearchRunsResponse(pagination=page.pagination, runs=[flat_run(r) for r in page.items])
 
 
 @router.post("/runs/kill", response_model=RunsResponse)

@@ -8,21 +8,23 @@ by :func:`stalwart.master.policy.authorize_user_request`); unknown trials are le
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import Field
-from sqlalchemy import select
 
 from stalwart.master.api.deps import CallerDep, SessionDep
-from stalwart.master.api.models.common import WireModel, wire_time
-from stalwart.master.api.models.trials import V1Trial
+from stalwart.master.api.models.common import wire_time
+from stalwart.master.api.models.metric_views import (
+    ComparableTrial,
+    CompareTrialsResponse,
+    DataPoint,
+    DownsampledMetrics,
+)
 from stalwart.master.api.trials import trial_to_wire
-from stalwart.master.db.tables import Trial
 from stalwart.master.services import trial_series as series
-from stalwart.master.services import trials as trials_svc
 
-__all__ = ["router"]
+__all__ = ["data_points", "router"]
 
 router = APIRouter(tags=["trials"])
 
@@ -33,34 +35,12 @@ _TYPE_OF_GROUP = {
 }
 
 
-class DataPoint(WireModel):
-    """``v1DataPoint``."""
-
-    batches: int
-    time: str
-    epoch: float | None = None
-    values: dict[str, Any] = Field(default_factory=dict)
-
-
-class DownsampledMetrics(WireModel):
-    """``v1DownsampledMetrics``."""
-
-    data: list[DataPoint]
-    group: str
-    type: str
-
-
-class ComparableTrial(WireModel):
-    """``v1ComparableTrial``."""
-
-    metrics: list[DownsampledMetrics]
-    trial: V1Trial
-
-
-class CompareTrialsResponse(WireModel):
-    """``v1CompareTrialsResponse``."""
-
-    trials: list[ComparableTrial]
+def data_points(points: Sequence[series.Point]) -> list[DataPoint]:
+    """The ``v1DataPoint`` of each kept report."""
+    return [
+        DataPoint(batches=p.batches, time=wire_time(p.time) or "", epoch=p.epoch, values=p.values)
+        for p in points
+    ]
 
 
 @router.get("/trials/time-series", response_model=CompareTrialsResponse)
@@ -80,33 +60,26 @@ def compare_trials(
     :mod:`stalwart.master.services.trial_series`); ``maxDatapoints`` 0 means 200 per group,
     ``endBatches`` 0 means no end."""
     wanted = series.group_names(metric_names or [], metric_ids or [], metric_type, group)
-    ids = sorted(set(trial_ids or []))
-    rows = list(session.scalars(select(Trial).where(Trial.id.in_(ids)).order_by(Trial.id)))
-    out = []
-    for view in trials_svc.trial_views(session, rows):
-        groups = series.trial_groups(
-            session,
-            view.trial.id,
-            wanted,
-            max_points=max_datapoints,
-            start_batches=start_batches,
-            end_batches=end_batches,
+    compared = series.compare_trials(
+        session,
+        trial_ids or [],
+        wanted,
+        max_points=max_datapoints,
+        start_batches=start_batches,
+        end_batches=end_batches,
+    )
+    out = [
+        ComparableTrial(
+            trial=trial_to_wire(view),
+            metrics=[
+                DownsampledMetrics(
+                    group=g.group,
+                    type=_TYPE_OF_GROUP.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
+                    data=data_points(g.points),
+                )
+                for g in groups
+            ],
         )
-        metrics = [
-            DownsampledMetrics(
-                group=g.group,
-                type=_TYPE_OF_GROUP.get(g.group, "METRIC_TYPE_UNSPECIFIED"),
-                data=[
-                    DataPoint(
-                        batches=p.batches,
-                        time=wire_time(p.time) or "",
-                        epoch=p.epoch,
-                        values=p.values,
-                    )
-                    for p in g.points
-                ],
-            )
-            for g in groups
-        ]
-        out.append(ComparableTrial(metrics=metrics, trial=trial_to_wire(view)))
+        for view, groups in compared
+    ]
     return CompareTrialsResponse(trials=out)

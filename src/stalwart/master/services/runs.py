@@ -24,15 +24,19 @@ from sqlalchemy.orm import Session
 
 from stalwart.errors import ForbiddenError, InvalidArgumentError, StalwartError
 from stalwart.master import policy
-from stalwart.master.db.tables import Experiment, Project, Trial, User
+from stalwart.master.api.models.common import paginate
+from stalwart.master.db.tables import Experiment, Project, Trial, User, Workspace
 from stalwart.master.services.experiment_bulk import ActionResult
+from stalwart.master.services.trials import Page, TrialView, trial_views
 from stalwart.master.transitions import TRIAL_TERMINAL
 
 __all__ = [
     "RunFilter",
     "RunRow",
+    "RunView",
     "parse_filter",
     "runs_query",
+    "search_runs",
     "select_runs",
     "sort_columns",
 ]
@@ -174,6 +178,40 @@ def attempt(
     return ActionResult(run_id)
 
 
-def project_of(session: Session, experiment: Experiment) -> Project | None:
-    """The experiment's project."""
-    return session.get(Project, experiment.project_id)
+@dataclass(frozen=True)
+class RunView:
+    """A run as the run table shows it: the trial's view, its experiment, project and
+    workspace."""
+
+    trial: TrialView
+    experiment: Experiment
+    project: Project | None
+    workspace: Workspace | None
+
+
+def search_runs(
+    session: Session,
+    user: User,
+    project_id: int | None,
+    *,
+    filter_text: str | None,
+    sort: str | None,
+    offset: int,
+    limit: int,
+) -> Page[RunView]:
+    """A page of the runs ``user`` sees (of ``project_id`` when given; 404 for a project
+    they cannot see is the caller's check), ordered by ``sort`` (:func:`sort_columns`)."""
+    query = runs_query(
+        project_id, policy.hidden_project_ids(session, user), parse_filter(filter_text)
+    )
+    total = count(session, query)
+    start, end, pagination = paginate(total, offset, limit)
+    rows = session.execute(query.order_by(*sort_columns(sort)).offset(start).limit(end - start))
+    pairs = [(trial, experiment) for trial, experiment in rows]
+    views = trial_views(session, [trial for trial, _ in pairs])
+    out = []
+    for view, (_, experiment) in zip(views, pairs, strict=True):
+        project = session.get(Project, experiment.project_id)
+        workspace = session.get(Workspace, project.workspace_id) if project else None
+        out.append(RunView(view, experiment, project, workspace))
+    return Page(items=out, pagination=pagination)

@@ -19,10 +19,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import InvalidArgumentError
-from stalwart.master.db.tables import MetricReport
+from stalwart.master.db.tables import MetricReport, Trial
 from stalwart.master.services.metrics import TRAINING, VALIDATION
+from stalwart.master.services.trials import TrialView, trial_views
 
-__all__ = ["DEFAULT_POINTS", "GroupPoints", "Point", "group_names", "trial_groups"]
+__all__ = [
+    "DEFAULT_POINTS",
+    "GroupPoints",
+    "Point",
+    "compare_trials",
+    "group_names",
+    "trial_groups",
+]
 
 DEFAULT_POINTS = 200
 """Points per group when the request says 0 (Determined's default)."""
@@ -131,3 +139,31 @@ def trial_groups(
         if rows:
             out.append(GroupPoints(group, [rows[i] for i in _evenly(len(rows), keep)]))
     return out
+
+
+def compare_trials(
+    session: Session,
+    trial_ids: Sequence[int],
+    wanted: Mapping[str, Sequence[str]],
+    *,
+    max_points: int,
+    start_batches: int,
+    end_batches: int,
+) -> list[tuple[TrialView, list[GroupPoints]]]:
+    """Each existing trial of ``trial_ids`` (ascending id) with :func:`trial_groups`."""
+    ids = sorted(set(trial_ids))
+    rows = list(session.scalars(select(Trial).where(Trial.id.in_(ids)).order_by(Trial.id)))
+    return [
+        (
+            view,
+            trial_groups(
+                session,
+                view.trial.id,
+                wanted,
+                max_points=max_points,
+                start_batches=start_batches,
+                end_batches=end_batches,
+            ),
+        )
+        for view in trial_views(session, rows)
+    ]
