@@ -5,8 +5,9 @@ The web UI's multi-select actions are the generated ``bindings`` calls
 ``delete_DeleteExperiments`` (0.38.1's ``det`` has no command for them);
 ``workflows/bindings_calls.py`` runs them over the client's own logged-in session, so each
 test proves the client parses the answer: one ``{id, error}`` per experiment, an empty error
-meaning done. One master, no agent: three experiments created paused (their trials stay
-queued).
+meaning done. The UI's per-user settings (``get_GetUserSetting``, ``post_PostUserSetting``,
+``post_ResetUserSetting``) are proven here too. One master, no agent: three experiments created
+paused (their trials stay queued).
 """
 
 from __future__ import annotations
@@ -119,11 +120,17 @@ def test_state_actions_by_ids_and_by_filters(admin: Det, exps: dict[str, int]) -
     assert got_b["ok"]["experiment"]["state"] in ("STATE_ACTIVE", "STATE_QUEUED")  # no agent
 
 
-def test_only_experiments_the_caller_may_change(admin: Det, exps: dict[str, int]) -> None:
+@pytest.fixture(scope="module")
+def member(admin: Det) -> str:
+    """A user with the default (member) role, who owns nothing."""
     admin.ok("user", "create", "bulk-member", "--password", MEMBER_PASSWORD)
-    (killed,) = calls(
-        admin, bulk("Kill", [exps["bulk-c"]]), user="bulk-member", password=MEMBER_PASSWORD
-    )
+    return "bulk-member"
+
+
+def test_only_experiments_the_caller_may_change(
+    admin: Det, exps: dict[str, int], member: str
+) -> None:
+    (killed,) = calls(admin, bulk("Kill", [exps["bulk-c"]]), user=member, password=MEMBER_PASSWORD)
     assert outcome(killed) == {exps["bulk-c"]: f"experiment '{exps['bulk-c']}' not found"}
     (unchanged,) = calls(admin, get_experiment(exps["bulk-c"]))
     assert unchanged["ok"]["experiment"]["state"] == "STATE_PAUSED"
@@ -158,3 +165,42 @@ def test_kill_archive_unarchive_delete(admin: Det, exps: dict[str, int]) -> None
     assert deletion[b] == ""
     assert "cannot delete experiment in STATE_PAUSED state" in deletion[c]
     assert gone["status"] == 404
+
+
+def _settings(*items: tuple[str, str, str]) -> dict[str, Any]:
+    return {
+        "fn": "post_PostUserSetting",
+        "body": {
+            "type": "v1PostUserSettingRequest",
+            "json": {"settings": [{"storagePath": p, "key": k, "value": v} for p, k, v in items]},
+        },
+    }
+
+
+def test_user_web_settings_are_each_users_own(admin: Det, member: str) -> None:
+    get = {"fn": "get_GetUserSetting"}
+    *stored, mine = calls(
+        admin,
+        _settings(("experiments", "columns", '["id","name"]'), ("", "pinned", "1")),
+        _settings(("experiments", "columns", '["id"]')),  # the same key again: replaced
+        get,
+    )
+    (also,) = calls(admin, _settings(("", "pinned", "7")), user=member, password=MEMBER_PASSWORD)
+    assert all("ok" in r for r in [*stored, also]), stored
+    assert mine["ok"]["settings"] == [
+        {"key": "pinned", "value": "1", "storagePath": ""},
+        {"key": "columns", "value": '["id"]', "storagePath": "experiments"},
+    ]
+    removed, after, reset, empty = calls(
+        admin,
+        _settings(("", "pinned", "")),  # an empty value removes the setting
+        get,
+        {"fn": "post_ResetUserSetting"},
+        get,
+    )
+    assert "ok" in removed, removed
+    assert "ok" in reset, reset
+    assert [s["key"] for s in after["ok"]["settings"]] == ["columns"]
+    assert empty["ok"]["settings"] == []
+    (kept,) = calls(admin, get, user=member, password=MEMBER_PASSWORD)
+    assert kept["ok"]["settings"] == [{"key": "pinned", "value": "7", "storagePath": ""}]

@@ -55,6 +55,7 @@ from stalwart.master.api import (
     trials,
     usage,
     user_groups,
+    user_settings,
     users,
     webhooks,
     workspace_roles,
@@ -198,6 +199,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     for module in (
         info,
         auth,
+        user_settings,
         users,
         experiments,
         experiment_bulk,
