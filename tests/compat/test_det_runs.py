@@ -138,7 +138,7 @@ def reported(admin: Det, runs: dict[str, Any]) -> dict[str, Any]:
 
 def test_compare_trials_time_series(admin: Det, reported: dict[str, Any]) -> None:
     single, other = reported["single"], reported["grid"][0]
-    by_names, by_ids = calls(
+    by_names, by_ids, filtered = calls(
         admin,
         {
             "fn": "get_CompareTrials",
@@ -153,6 +153,10 @@ def test_compare_trials_time_series(admin: Det, reported: dict[str, Any]) -> Non
         {
             "fn": "get_CompareTrials",
             "kwargs": {"trialIds": [single], "metricIds": ["training.loss", "validation.acc"]},
+        },
+        {
+            "fn": "get_CompareTrials",
+            "kwargs": {"trialIds": [single], "timeSeriesFilter_name": "loss"},
         },
     )
     trials = by_names["ok"]["trials"]
@@ -172,6 +176,8 @@ def test_compare_trials_time_series(admin: Det, reported: dict[str, Any]) -> Non
         ("validation", 1),
     ]
     assert both["metrics"][1]["data"][0]["values"] == {"acc": 0.9}
+    assert filtered["status"] == 400
+    assert "timeSeriesFilter" in filtered["error"]
 
 
 def test_metric_streams_and_project_columns(admin: Det, reported: dict[str, Any]) -> None:
@@ -328,9 +334,10 @@ def test_run_actions(admin: Det, runs: dict[str, Any]) -> None:
     admin.ok("workspace", "create", "runs-ws")
     made = admin.ok("project", "create", "runs-ws", "runs-elsewhere", "--json").stdout
     destination = json.loads(made)["id"]
-    archived, unfinished, moved, state_after = calls(
+    archived, deleted, unfinished, moved, state_after = calls(
         admin,
         _runs_call("Archive", [grid_a]),
+        _runs_call("Delete", [grid_a]),
         _runs_call("Archive", [single]),
         {
             "fn": "post_MoveRuns",
@@ -346,6 +353,7 @@ def test_run_actions(admin: Det, runs: dict[str, Any]) -> None:
         get_experiment(runs["single_exp"]),
     )
     assert "archive its experiment" in _outcome(archived)[grid_a]
+    assert "delete its experiment" in _outcome(deleted)[grid_a]
     assert _outcome(unfinished) == {single: "Run is not in a terminal state."}
     move = _outcome(moved)
     assert move[single] == ""

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from stalwart.errors import InvalidArgumentError
 from stalwart.master.api.deps import CallerDep, SessionDep
 from stalwart.master.api.models.common import wire_time
 from stalwart.master.api.models.metric_views import (
@@ -45,6 +46,7 @@ def data_points(points: Sequence[series.Point]) -> list[DataPoint]:
 
 @router.get("/trials/time-series", response_model=CompareTrialsResponse)
 def compare_trials(
+    request: Request,
     _caller: CallerDep,
     session: SessionDep,
     trial_ids: Annotated[list[int] | None, Query(alias="trialIds")] = None,
@@ -58,7 +60,12 @@ def compare_trials(
 ) -> CompareTrialsResponse:
     """Each trial (ascending id) with its downsampled metrics, grouped (see
     :mod:`stalwart.master.services.trial_series`); ``maxDatapoints`` 0 means 200 per group,
-    ``endBatches`` 0 means no end."""
+    ``endBatches`` 0 means no end; 400 for a ``timeSeriesFilter`` (not served yet)."""
+    if any(key.startswith("timeSeriesFilter.") for key in request.query_params):
+        raise InvalidArgumentError(
+            "timeSeriesFilter is not supported by Stalwart yet: select the window with "
+            "startBatches and endBatches"
+        )
     wanted = series.group_names(metric_names or [], metric_ids or [], metric_type, group)
     compared = series.compare_trials(
         session,

@@ -28,7 +28,7 @@ def flat_run(run: RunView) -> FlatRun:
         state=f"STATE_{view.state}",
         workspace_id=workspace.id if workspace else 0,
         workspace_name=workspace.name if workspace else "",
-        duration=int(view.wall_clock_time) if trial.end_time is not None else None,
+        duration=int(view.wall_clock_time),
         end_time=wire_time(trial.end_time),
         experiment=FlatRunExperiment(
             description=experiment.description or "",
