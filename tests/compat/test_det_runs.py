@@ -30,6 +30,7 @@ from tests.compat.test_det_workflows import WORKFLOWS, _config, _created_id, _wa
 pytestmark = pytest.mark.compat
 
 PROJECT = 1
+READER_PASSWORD = "Long-password-1"
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +286,27 @@ def test_experiment_details_search_and_health(admin: Det, reported: dict[str, An
     assert searched["ok"]["pagination"]["total"] == 2
     assert refused["status"] == 400
     assert "colour" in refused["error"]
+
+    # a member who does not own the experiment reads its files but cannot kill its run
+    admin.ok("user", "create", "runs-reader", "--password", READER_PASSWORD)
+    read, kill = calls(
+        admin,
+        {
+            "fn": "post_GetModelDefFile",
+            "kwargs": {"experimentId": exp},
+            "body": {
+                "type": "v1GetModelDefFileRequest",
+                "json": {"experimentId": exp, "path": "trial.py"},
+            },
+        },
+        _runs_call("Kill", [single]),
+        user="runs-reader",
+        password=READER_PASSWORD,
+    )
+    assert base64.b64decode(read["ok"]["file"]) == source
+    assert _outcome(kill) == {
+        single: f"Run with id '{single}' not found in project with id '{PROJECT}'"
+    }
 
 
 def test_search_runs(admin: Det, runs: dict[str, Any]) -> None:
