@@ -25,10 +25,10 @@ admin     editor, plus manages the workspace's role assignments
 Models of the model registry follow their workspace the same way: viewers see them, members
 create them and change their own (and delete versions they registered), editors change all.
 
-Cluster admins are ``admin`` everywhere. Reading is GET/HEAD; any other method on a route with
-an experiment, trial, task, checkpoint or allocation in its path is a change. Tasks without an
-experiment (generic tasks) are read by anyone and changed by their owner or an admin. User
-accounts follow :mod:`stalwart.master.services.users`.
+Cluster admins are ``admin`` everywhere. Reading is GET/HEAD (and the few :data:`READ_ROUTES`);
+any other method on a route with an experiment, trial, task, checkpoint or allocation in its
+path is a change. Tasks without an experiment (generic tasks) are read by anyone and changed by
+their owner or an admin. User accounts follow :mod:`stalwart.master.services.users`.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from stalwart.master.db.tables import (
 __all__ = [
     "DEFAULT_ROLE",
     "PUBLIC_ROUTES",
+    "READ_ROUTES",
     "TASK_ROUTES",
     "Action",
     "Role",
@@ -130,6 +131,7 @@ class Action(enum.Enum):
 PUBLIC_ROUTES = frozenset(
     {
         "stalwart.master.api.info.get_info",
+        "stalwart.master.api.info.get_health",
         "stalwart.master.api.info.get_master",
         "stalwart.master.api.auth.login",
         "stalwart.master.ui.index",
@@ -140,6 +142,11 @@ PUBLIC_ROUTES = frozenset(
 UI files under ``/ui/`` and FastAPI's own API description (``/openapi.json``, ``/docs``,
 ``/redoc``), which hold no data, are public; ``tests/security/test_every_route.py`` checks that
 every other route answers 401 without a token."""
+
+READ_ROUTES = frozenset({"stalwart.master.api.experiment_details.model_def_file"})
+"""Endpoints (``module.function``) that only read though their method is not GET (a body
+names what to read): they need a role that sees what their path names, not one that may
+change it."""
 
 TASK_ROUTES = frozenset(
     f"stalwart.master.api.{name}"

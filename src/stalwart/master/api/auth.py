@@ -82,6 +82,12 @@ def me(caller: CallerDep) -> MeResponse:
     return MeResponse(user=user_to_wire(caller.user))
 
 
+@router.get("/auth/user", response_model=MeResponse)
+def current_user(caller: CallerDep) -> MeResponse:
+    """Determined's ``CurrentUser`` (the web UI's session check): the calling user."""
+    return MeResponse(user=user_to_wire(caller.user))
+
+
 class RevokeSessionsResponse(WireModel):
     """How many sessions were ended."""
 

@@ -194,10 +194,11 @@ def get_caller(request: Request, session: SessionDep) -> Caller:
         raise UnauthenticatedError("invalid session token: log in again")
     if not user.active:
         raise ForbiddenError("user is not active")
+    reads = endpoint_name(request) in policy.READ_ROUTES
     policy.authorize_user_request(
         session,
         user,
-        request.method,
+        "GET" if reads else request.method,
         request.path_params,
         request.query_params.getlist("trialIds"),
     )

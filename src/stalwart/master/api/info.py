@@ -1,4 +1,5 @@
-"""Routes: ``/info`` (no auth), ``/api/v1/master`` and ``/api/v1/master/config``."""
+"""Routes: ``/info`` and ``/health`` (no auth), ``/api/v1/master`` and
+``/api/v1/master/config``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
 
 from stalwart import __version__
 from stalwart.errors import InvalidArgumentError
@@ -35,6 +38,23 @@ def get_info(state: StateDep) -> InfoResponse:
         cluster_id=state.cluster_id,
         cluster_name=state.settings.cluster_name,
     )
+
+
+@info_router.get("/health")
+def get_health(state: StateDep) -> JSONResponse:
+    """Determined's health check (``bindings.get_health``, load balancers): ``{"status",
+    "database", "resource_managers": [{"cluster_name", "status"}]}``, each ``up`` or ``down``;
+    200 when everything is up, else 503. The resource manager is up while the master runs;
+    the database is up when it answers a query. Reachable without credentials."""
+    database = "up"
+    try:
+        with state.sessions() as session:
+            session.execute(text("SELECT 1"))
+    except Exception:  # any failure to reach the database is its being down
+        database = "down"
+    managers = [{"cluster_name": state.settings.cluster_name, "status": "up"}]
+    body = {"status": database, "database": database, "resource_managers": managers}
+    return JSONResponse(body, status_code=200 if database == "up" else 503)
 
 
 @router.get("/master", response_model=GetMasterResponse)

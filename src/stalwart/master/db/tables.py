@@ -67,6 +67,7 @@ __all__ = [
     "UserGroup",
     "UserGroupMember",
     "UserSession",
+    "UserWebSetting",
     "Webhook",
     "WebhookDelivery",
     "WebhookLogMatch",
@@ -157,6 +158,19 @@ class User(Base):
     agent_gid: Mapped[int | None] = mapped_column(Integer)
     agent_user: Mapped[str | None] = mapped_column(String(255))
     agent_group: Mapped[str | None] = mapped_column(String(255))
+
+
+class UserWebSetting(Base):
+    """One setting of a user's web UI (Determined's ``user_web_settings``: the UI's table
+    columns, filters, pinned items...), as opaque text under a key and a storage path."""
+
+    __tablename__ = "user_web_settings"
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    storage_path: Mapped[str] = mapped_column(String(255), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class UserSession(Base):

@@ -99,6 +99,7 @@ __all__ = [
     "apply_pause",
     "archive_experiment",
     "best_searcher_metric",
+    "best_trials",
     "cancel_experiment",
     "change_label",
     "delete_experiment",
@@ -879,6 +880,14 @@ def _best_trials(
                 continue
         best[exp_id] = (trial_id, float(value))
     return best
+
+
+def best_trials(
+    session: Session, experiments: Sequence[Experiment]
+) -> dict[int, tuple[int, float]]:
+    """``{experiment id: (best trial id, its searcher metric value)}`` of those experiments
+    whose trials have a searcher metric value (by each one's ``smaller_is_better``)."""
+    return _best_trials(session, experiments)
 
 
 def experiment_view(session: Session, experiment_id: int) -> ExperimentView:

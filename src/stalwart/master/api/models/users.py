@@ -11,6 +11,7 @@ from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
 __all__ = [
     "AgentUserGroup",
     "AgentUserGroupRequest",
+    "GetUserSettingResponse",
     "GetUsersResponse",
     "LoginRequest",
     "LoginResponse",
@@ -21,10 +22,12 @@ __all__ = [
     "PatchUsersRequest",
     "PatchUsersResponse",
     "PostUserRequest",
+    "PostUserSettingRequest",
     "SetUserPasswordRequest",
     "UserActionResult",
     "UserResponse",
     "UserSortBy",
+    "UserWebSetting",
     "V1User",
 ]
 
@@ -191,3 +194,23 @@ class PatchUsersResponse(WireModel):
     results: list[UserActionResult] = Field(
         default_factory=list, description="One result per requested id."
     )
+
+
+class UserWebSetting(WireModel):
+    """``v1UserWebSetting``: one setting of the user's web UI."""
+
+    key: str
+    value: str | None = None
+    storage_path: str | None = None
+
+
+class GetUserSettingResponse(WireModel):
+    """``v1GetUserSettingResponse``."""
+
+    settings: list[UserWebSetting] = Field(default_factory=list)
+
+
+class PostUserSettingRequest(WireRequest):
+    """``v1PostUserSettingRequest`` (an empty or absent value removes the setting)."""
+
+    settings: list[UserWebSetting] = Field(default_factory=list)
