@@ -20,6 +20,7 @@ import importlib.util
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,8 +80,6 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
 
 
 def _wait_up(master: MasterProcess) -> None:
-    import time
-
     deadline = time.monotonic() + 120
     while "Stalwart is up at" not in master.log():
         if master.process.poll() is not None or time.monotonic() > deadline:
@@ -123,10 +122,9 @@ def experiments(det: Det, api: Api) -> dict[str, int]:
 
 
 def _values(api: Api, trial_id: int, group: str = "training") -> list[tuple[int, float]]:
-    return [
-        (int(m["totalBatches"]), m["metrics"]["avg_metrics"]["x"])
-        for m in api.metrics(trial_id, group)
-    ]
+    """``(steps_completed, x)`` of each report of ``group``, in order."""
+    key = "avg_metrics" if group == "training" else "validation_metrics"
+    return [(int(m["totalBatches"]), m["metrics"][key]["x"]) for m in api.metrics(trial_id, group)]
 
 
 def test_stage_0_a_plain_script_runs_to_the_end(experiments: dict[str, int], api: Api) -> None:
