@@ -43,6 +43,7 @@ pytestmark = pytest.mark.compat
 TUTORIAL = Path(__file__).resolve().parents[1] / "fixtures" / "determined_core_api"
 STAGES = ("0_start", "1_metrics", "2_checkpoints", "3_hpsearch", "4_distributed")
 WAIT_S = 600.0
+SLOTS_WARNING = "Warning: The requested job requires more slots than currently available."
 DETERMINED_ENV = Path(__file__).resolve().parents[2] / ".cache" / "determined-env"
 
 
@@ -112,6 +113,7 @@ def experiments(det: Det, api: Api) -> dict[str, int]:
     for stage in STAGES:
         done = det.run("experiment", "create", str(TUTORIAL / f"{stage}.yaml"), str(TUTORIAL))
         assert done.returncode == 0, describe(done)
+        assert SLOTS_WARNING not in done.stderr  # the eight slots suffice
         ids[stage] = int(re.findall(r"Created experiment (\d+)", done.stdout)[0])
     for stage, exp_id in ids.items():
         exp = api.wait_state(exp_id, timeout=WAIT_S)
@@ -175,6 +177,24 @@ def test_stage_4_eight_workers_allgather(experiments: dict[str, int], api: Api) 
     assert _values(api, trial["id"], "validation")[-1] == (100, 100 * 8 * step)
     logs = api.logs(trial["id"])
     assert logs.count("worker starting") == 8
+
+
+def test_more_slots_than_the_agents_have_is_a_warning(det: Det, api: Api) -> None:
+    """What ``4_distributed.yaml`` tells a user whose ``stalwart up`` has fewer slots than it
+    asks for: the experiment is created, and ``det`` says it needs more slots."""
+    done = det.run(
+        "experiment",
+        "create",
+        str(TUTORIAL / "4_distributed.yaml"),
+        str(TUTORIAL),
+        "--config",
+        "resources.slots_per_trial=16",
+        "--paused",
+    )
+    assert done.returncode == 0, describe(done)
+    assert SLOTS_WARNING in done.stderr
+    exp_id = int(re.findall(r"Created experiment (\d+)", done.stdout)[0])
+    assert api.experiment(exp_id)["state"] == "STATE_PAUSED"
 
 
 def test_the_harness_environment_is_built_once_and_reused(
