@@ -8,6 +8,7 @@ within seconds; the working build runs in ``tests/compat/test_det_tutorials.py``
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from stalwart.agent.daemon import Daemon
-from stalwart.agent.determined_env import MARKER, DeterminedEnv, DeterminedEnvError
+from stalwart.agent.determined_env import MARKER, DeterminedEnv, DeterminedEnvError, from_option
 from stalwart.agent.protocol import ContainerStatus, SyncResponse, TaskSpec
 from tests.agent.conftest import PY, Master, task_spec, wait_for
 from tests.agent.test_daemon import agent_settings, every_line, make_daemon, output, status
@@ -91,3 +92,16 @@ def test_tasks_of_stalwarts_own_harness_keep_the_agents_python(
     env = daemon.determined_env
     assert env is not None
     assert not env.path.exists()  # nothing was built for it
+
+
+def test_the_option_names_a_path_turns_it_off_or_takes_the_default(tmp_path: Path) -> None:
+    default = from_option(None)
+    assert default is not None
+    assert default.name.startswith("determined-0.38.1-py3.")
+    if os.geteuid() == 0:  # a root agent's tasks may run as other users: a shared place
+        assert default.parent == Path("/var/cache/stalwart")
+    else:
+        assert default.parent.name == "stalwart"
+    assert from_option("") == default
+    assert from_option("off") is None
+    assert from_option(str(tmp_path / "env")) == tmp_path / "env"

@@ -51,6 +51,7 @@ __all__ = [
     "DeterminedEnvError",
     "agent_has_determined",
     "default_path",
+    "from_option",
 ]
 
 DETERMINED_VERSION = "0.38.1"
@@ -85,6 +86,16 @@ def default_path() -> Path:
         return Path("/var/cache/stalwart") / f"{name}-{digest}"
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
     return Path(cache) / "stalwart" / f"{name}-{digest}"
+
+
+def from_option(value: str | None) -> Path | None:
+    """``--determined-env`` / ``STALWART_DETERMINED_ENV``: unset or empty is
+    :func:`default_path`, ``off`` is None (no such environment), anything else a path."""
+    if not value:
+        return default_path()
+    if value == "off":
+        return None
+    return Path(value).expanduser().absolute()
 
 
 def agent_has_determined() -> bool:

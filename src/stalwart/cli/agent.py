@@ -133,7 +133,7 @@ def agent(
     if master is None:
         raise typer.BadParameter("the agent needs its master's URL", param_hint="'--master'")
     from stalwart.agent.credentials import TOKEN_FILE
-    from stalwart.agent.determined_env import default_path
+    from stalwart.agent.determined_env import from_option
     from stalwart.agent.devices import detect_slots
     from stalwart.agent.loop import create_agent
     from stalwart.agent.settings import (
@@ -161,13 +161,7 @@ def agent(
             container_runtime=container_runtime,
             image_pull_timeout=image_pull_timeout,
             mount_namespaces=mount_namespaces,
-            determined_env=(
-                None
-                if determined_env == "off"
-                else Path(determined_env).expanduser().absolute()
-                if determined_env
-                else default_path()
-            ),
+            determined_env=from_option(determined_env),
             task_user=task_user,
             kill_on_exit=kill_on_exit,
         )
