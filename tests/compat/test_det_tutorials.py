@@ -10,8 +10,9 @@ default it would be under ``~/.cache/stalwart``, or ``/var/cache/stalwart`` for 
 delete that folder to see the first use again.
 
 The one flag: ``4_distributed.yaml`` asks for ``slots_per_trial: 8``, and an agent without GPUs
-offers one CPU slot unless told otherwise (as Determined's does), so ``up`` gets ``--slots 8``.
-All five experiments are created at once and share those slots.
+offers one CPU slot unless told otherwise (as Determined's does), so ``up`` gets ``--slots 8``
+(asking for more than the agents have makes ``det`` warn, as Determined's master does). All five
+experiments are created at once and share those slots.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from stalwart.agent.determined_env import MARKER
+from stalwart.agent.determined_env import MARKER, DeterminedEnv
 from tests.compat.conftest import (
     Det,
     MasterProcess,
@@ -214,3 +215,15 @@ def test_the_harness_environment_is_built_once_and_reused(
     assert len(built) <= 1, built  # by the first task that needed it (none: an earlier run)
     # Stalwart's own environment has no determined: those stages ran with the built one
     assert importlib.util.find_spec("determined") is None
+
+
+def test_an_environment_of_ones_own_with_determined_is_used_as_it_is(det_venv: Path) -> None:
+    """``STALWART_DETERMINED_ENV`` naming a venv the user made (here the det venv): its Python
+    runs the tasks, and nothing is built or written there."""
+    before = sorted(p.name for p in det_venv.iterdir())
+    env = DeterminedEnv(det_venv)
+    assert env.ready() is None  # not one Stalwart built: looked at once, on first need
+    python = env.ensure(lambda line: pytest.fail(f"built: {line}"))
+    assert python == det_venv / "bin" / "python3"
+    assert env.ready() == python
+    assert sorted(p.name for p in det_venv.iterdir()) == before
