@@ -1,6 +1,8 @@
 """The official harness's environment on a local agent (:mod:`stalwart.agent.determined_env`):
 a task that runs ``determined`` while the environment cannot be built fails to start with what
-to do, and the trials after it fail at once instead of each running pip again.
+to do, and the trials after it fail at once instead of each running pip again; tasks of
+Stalwart's own harness keep the agent's Python; ``--determined-env``; a workspace re-pointed at
+the environment's Python.
 
 Real venv and pip, kept offline (``PIP_NO_INDEX``, an empty ``PIP_FIND_LINKS``) so pip fails
 within seconds; the working build runs in ``tests/compat/test_det_tutorials.py``.
@@ -19,6 +21,7 @@ import pytest
 from stalwart.agent.daemon import Daemon
 from stalwart.agent.determined_env import MARKER, DeterminedEnv, DeterminedEnvError, from_option
 from stalwart.agent.protocol import ContainerStatus, SyncResponse, TaskSpec
+from stalwart.agent.workspace import Workspace
 from tests.agent.conftest import PY, Master, task_spec, wait_for
 from tests.agent.test_daemon import agent_settings, every_line, make_daemon, output, status
 from tests.master.test_allocations_api import TrialEnv
@@ -105,3 +108,25 @@ def test_the_option_names_a_path_turns_it_off_or_takes_the_default(tmp_path: Pat
     assert from_option("") == default
     assert from_option("off") is None
     assert from_option(str(tmp_path / "env")) == tmp_path / "env"
+
+
+def test_a_workspace_moved_to_the_harness_python(tmp_path: Path) -> None:
+    venv = tmp_path / "determined-env"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    agent_bin = Path(PY).parent
+    workspace = Workspace(
+        root=tmp_path,
+        run_dir=tmp_path / "run",
+        workdir=tmp_path / "workdir",
+        python=Path(PY),
+        env={"PATH": f"{agent_bin}:/usr/bin", "DET_PYTHON_EXECUTABLE": PY, "KEEP": "1"},
+    )
+    moved = workspace.with_python(venv / "bin" / "python3")
+    assert moved.python == venv / "bin" / "python3"
+    # python3 is the harness's; the agent's commands (torchrun...) stay reachable after it
+    assert moved.env["PATH"] == f"{venv}/bin:{agent_bin}:/usr/bin"
+    assert moved.env["DET_PYTHON_EXECUTABLE"] == str(venv / "bin" / "python3")
+    assert moved.env["VIRTUAL_ENV"] == str(venv)
+    assert moved.env["KEEP"] == "1"
+    assert workspace.env["PATH"] == f"{agent_bin}:/usr/bin"  # the original is left alone

@@ -301,7 +301,7 @@ class Daemon:
         threading.Thread(
             target=self._pull if env is None else self._prepare_env,
             args=(container,) if env is None else (container, env),
-            name=f"pull {spec.allocation_id}/{spec.rank}",
+            name=f"{'pull' if env is None else 'harness'} {spec.allocation_id}/{spec.rank}",
             daemon=True,
         ).start()
 

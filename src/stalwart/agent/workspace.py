@@ -61,12 +61,13 @@ class Workspace:
     env: dict[str, str]
 
     def with_python(self, python: Path) -> Workspace:
-        """The same workspace with another interpreter: its ``bin`` first on ``PATH``,
-        ``DET_PYTHON_EXECUTABLE`` and ``VIRTUAL_ENV`` follow."""
+        """The same workspace with another interpreter: its ``bin`` first on ``PATH`` (the
+        previous one's stays next, for the commands installed there), ``DET_PYTHON_EXECUTABLE``
+        and ``VIRTUAL_ENV`` follow."""
         env = dict(self.env)
-        old_bin = str(self.python.parent)
-        rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != old_bin]
-        env["PATH"] = os.pathsep.join([str(python.parent), *rest])
+        first = str(python.parent)
+        rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != first]
+        env["PATH"] = os.pathsep.join([first, *rest])
         _set_python(env, python)
         return replace(self, python=python, env=env)
 
