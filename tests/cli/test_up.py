@@ -85,3 +85,22 @@ def test_up_detach_and_down(tmp_path: Path) -> None:
     wait_for(lambda: not _up(url), 10, "the master to stop")
     assert not (tmp_path / "up.json").exists()
     assert os.listdir(tmp_path / "logs")
+
+
+def test_up_passes_python_mappings_to_its_agent(tmp_path: Path) -> None:
+    """``--python`` reaches the local agent as it is: a mapping to a missing path stops ``up``
+    with the agent's own message (and nothing is left running)."""
+    port = free_port()
+    missing = tmp_path / "no-such-venv"
+    cmd = [sys.executable, "-m", "stalwart", "up", "--detach", "--port", str(port)]
+    args = ["--home", str(tmp_path / "home"), "--python", f"determinedai/*={missing}"]
+    done = subprocess.run(
+        [*cmd, *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode != 0
+    assert "the agent local exited" in done.stderr
+    assert f"--python determinedai/*={missing}: {missing} does not exist" in done.stderr
+    assert not _up(f"http://127.0.0.1:{port}")

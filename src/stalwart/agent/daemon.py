@@ -21,6 +21,12 @@ minutes, and the sync loop must keep syncing meanwhile); :meth:`Daemon.refresh` 
 the pull is done, and every later report carries ``pull_seconds``. A kill while it pulls ends it
 at once ("killed before it started"; the pull itself runs on). Each answer's ``prepull`` list
 goes to the :class:`~stalwart.agent.prepull.Prepuller`, when the agent has one.
+
+The official harness (``determined_env``, local processes only): a task written for it
+(:meth:`Runner.official_harness`) that no ``--python`` mapping sends elsewhere runs with the
+Python of the :class:`~stalwart.agent.determined_env.DeterminedEnv`. While that environment is
+first built, the container stays STARTING exactly as during a pull (a thread of its own; the
+build's lines go to the task's log), and a build that fails fails the start with what to do.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Literal
 
 import stalwart
+from stalwart.agent.determined_env import DeterminedEnv
 from stalwart.agent.logs import ContainerLog, LogContext, as_log_line
 from stalwart.agent.prepull import Prepuller
 from stalwart.agent.protocol import (
@@ -52,7 +59,7 @@ from stalwart.agent.shipper import LogShipper
 from stalwart.agent.workspace import (
     FetchContext,
     Workspace,
-    choose_python,
+    mapped_python,
     prepare_workspace,
     remove_workspace,
 )
@@ -137,6 +144,7 @@ class Daemon:
         python: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         prepuller: Prepuller | None = None,
+        determined_env: DeterminedEnv | None = None,
     ) -> None:
         self.settings = settings
         self.slots = slots
@@ -147,6 +155,7 @@ class Daemon:
         self.python = python or Path(sys.executable)
         self.clock = clock
         self.prepuller = prepuller
+        self.determined_env = determined_env
         self.containers: dict[tuple[str, int], Container] = {}
         self._launched = False
 
@@ -258,31 +267,63 @@ class Daemon:
         )
         container = Container(spec=spec, log=stream)
         self.containers[container.key] = container
+        env: DeterminedEnv | None = None
         try:
+            mapped = mapped_python(spec.image, self.settings.pythons)
             workspace = prepare_workspace(
                 spec,
                 home=self.settings.home,
                 master_url=self.settings.master_url,
                 agent_id=self.settings.agent_id,
                 fetch=self.fetch,
-                python=choose_python(spec.image, self.settings.pythons, self.python),
+                python=mapped or self.python,
                 base_env=self.base_env,
             )
             needs_image = self.runner.needs_image(spec)
+            if (
+                self.determined_env is not None
+                and mapped is None
+                and self.runner.official_harness(spec, workspace)
+            ):
+                ready = self.determined_env.ready()
+                if ready is not None:
+                    workspace = workspace.with_python(ready)
+                else:
+                    env = self.determined_env
         except Exception as exc:  # sorted out by _start_error
             self._start_error(container, exc)
             return
-        if not needs_image:
+        if not needs_image and env is None:
             self._launch(container, workspace)
             return
         container.workspace = workspace
         container.pulled = threading.Event()
         threading.Thread(
-            target=self._pull,
-            args=(container,),
-            name=f"pull {spec.allocation_id}/{spec.rank}",
+            target=self._pull if env is None else self._prepare_env,
+            args=(container,) if env is None else (container, env),
+            name=f"{'pull' if env is None else 'harness'} {spec.allocation_id}/{spec.rank}",
             daemon=True,
         ).start()
+
+    def _prepare_env(self, container: Container, env: DeterminedEnv) -> None:
+        """The thread that builds the official harness's environment for ``container`` (like
+        :meth:`_pull`: :meth:`refresh` then starts the container with it, or fails it)."""
+        spec = container.spec
+        try:
+            python = env.ensure(container.log.agent_line)
+            assert container.workspace is not None
+            container.workspace = container.workspace.with_python(python)
+        except (StalwartError, OSError) as exc:
+            container.pull_error = str(exc)
+        except Exception as exc:  # a bug must not take the agent down with it
+            log.exception("preparing the harness of %s/%d failed", spec.allocation_id, spec.rank)
+            container.pull_error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            assert container.pulled is not None
+            container.pulled.set()
+            hint = self.runner.on_exit
+            if hint is not None:
+                hint()
 
     def _pull(self, container: Container) -> None:
         """The pull thread of one container: :meth:`Runner.pull_image`, then a hint to the

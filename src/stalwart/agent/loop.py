@@ -52,6 +52,7 @@ from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
 from stalwart.agent.credentials import AgentCredential
 from stalwart.agent.daemon import Daemon
+from stalwart.agent.determined_env import DeterminedEnv, agent_has_determined
 from stalwart.agent.identity import IdentityError, TaskIdentity, resolve_task_user
 from stalwart.agent.images import EngineImages
 from stalwart.agent.isolation import probe
@@ -386,8 +387,11 @@ def create_agent(
     with a container engine, the images it shares with the pre-puller)."""
     runner: Runner
     prepuller: Prepuller | None = None
+    determined_env: DeterminedEnv | None = None
     if settings.container_runtime == "none":
         runner = _process_runner(settings)
+        if settings.determined_env is not None and not agent_has_determined():
+            determined_env = DeterminedEnv(settings.determined_env)
         for name in kill_leftovers(settings.home):
             log.warning("killed task %s, left running by an earlier life of this agent", name)
     else:
@@ -439,6 +443,7 @@ def create_agent(
         fetch=fetch,
         base_env=dict(os.environ if base_env is None else base_env),
         prepuller=prepuller,
+        determined_env=determined_env,
     )
     on_close = [http.close] if prepuller is None else [prepuller.close, http.close]
     return AgentLoop(daemon, on_close=on_close)

@@ -169,6 +169,10 @@ class Runner(ABC):
 
     on_exit: Callable[[], None] | None = None
 
+    def official_harness(self, spec: TaskSpec, workspace: Workspace) -> bool:
+        """Whether the task is written for Determined's official harness (default: no)."""
+        return False
+
     def needs_image(self, spec: TaskSpec) -> bool:
         """Whether :meth:`pull_image` must run before :meth:`start` (default: never)."""
         return False
@@ -321,7 +325,7 @@ class ProcessRunner(Runner):
         self.every_task = every_task
         self._official: dict[str, bool] = {}  # experiment (or task) -> uses the official harness
 
-    def _official_harness(self, spec: TaskSpec, workspace: Workspace) -> bool:
+    def official_harness(self, spec: TaskSpec, workspace: Workspace) -> bool:
         """Whether the task is written for the official harness (a model definition never
         changes within an experiment: trial tasks are ``<experimentId>.<requestId>``)."""
         key = spec.task_id.split(".", 1)[0] if "." in spec.task_id else spec.task_id
@@ -347,10 +351,10 @@ class ProcessRunner(Runner):
         if not spec.argv:
             return None
         if self.namespaces is not None and (
-            self.every_task or identity is not None or self._official_harness(spec, workspace)
+            self.every_task or identity is not None or self.official_harness(spec, workspace)
         ):
             return "namespace"
-        if self.no_namespace_reason is not None and self._official_harness(spec, workspace):
+        if self.no_namespace_reason is not None and self.official_harness(spec, workspace):
             return "fixed_paths"
         return None
 

@@ -89,6 +89,13 @@ class AgentSettings(_Settings):
         "when the node allows it), require (every task; refuse to start without) or off. Without "
         "them, tasks written for the official harness run one at a time per node.",
     )
+    determined_env: Path | None = Field(
+        default=None,
+        description="Where the virtual environment with the official ``determined`` harness "
+        "lives (built on first need; local processes only), for tasks that import determined "
+        "and match no ``pythons`` mapping. None: no such environment (those tasks run with the "
+        "agent's Python).",
+    )
     task_user: str = Field(
         default="nobody",
         min_length=1,

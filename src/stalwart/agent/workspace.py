@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -37,6 +37,7 @@ __all__ = [
     "Workspace",
     "choose_python",
     "container_dir",
+    "mapped_python",
     "master_env",
     "node_env",
     "prepare_workspace",
@@ -60,6 +61,17 @@ class Workspace:
     workdir: Path
     python: Path
     env: dict[str, str]
+
+    def with_python(self, python: Path) -> Workspace:
+        """The same workspace with another interpreter: its ``bin`` first on ``PATH`` (the
+        previous one's stays next, for the commands installed there), ``DET_PYTHON_EXECUTABLE``
+        and ``VIRTUAL_ENV`` follow."""
+        env = dict(self.env)
+        first = str(python.parent)
+        rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != first]
+        env["PATH"] = os.pathsep.join([first, *rest])
+        _set_python(env, python)
+        return replace(self, python=python, env=env)
 
     @property
     def stdout_path(self) -> Path:
@@ -94,10 +106,15 @@ def python_executable(path: Path) -> Path:
 
 def choose_python(image: str, mappings: Sequence[PythonMapping], default: Path) -> Path:
     """The first mapping whose pattern matches ``image`` (fnmatch), else ``default``."""
+    return mapped_python(image, mappings) or default
+
+
+def mapped_python(image: str, mappings: Sequence[PythonMapping]) -> Path | None:
+    """The Python of the first mapping whose pattern matches ``image`` (fnmatch), or None."""
     for mapping in mappings:
         if fnmatch.fnmatchcase(image, mapping.pattern):
             return python_executable(mapping.path)
-    return default
+    return None
 
 
 def master_env(master_url: str) -> dict[str, str]:
@@ -144,12 +161,16 @@ def _process_env(
     bin_dir = str(python.parent)
     rest = spec.env.get("PATH") or base.get("PATH") or os.defpath
     env["PATH"] = os.pathsep.join([bin_dir, *(p for p in rest.split(os.pathsep) if p != bin_dir)])
+    _set_python(env, python)
+    return env
+
+
+def _set_python(env: dict[str, str], python: Path) -> None:
     env["DET_PYTHON_EXECUTABLE"] = str(python)
     if (python.parent.parent / "pyvenv.cfg").is_file():
         env["VIRTUAL_ENV"] = str(python.parent.parent)
     else:
         env.pop("VIRTUAL_ENV", None)
-    return env
 
 
 def _with_master_url(text: str, master_url: str) -> str:

@@ -3,7 +3,7 @@
 ``stalwart agent --master URL [--id NAME] [--slots N] [--slot-type cpu|cuda|rocm] [--pool NAME]
 [--token TOKEN | STALWART_AGENT_TOKEN | --token-file FILE] [--home DIR] [--address ADDR]
 [--python PATTERN=PATH ...] [--container-runtime none|docker|podman]
-[--mount-namespaces auto|require|off] [--kill-on-exit]``
+[--mount-namespaces auto|require|off] [--determined-env PATH|off] [--kill-on-exit]``
 
 ``stalwart agent list [--json]`` lists the master's agents instead; ``stalwart agent tokens
 [--json]`` lists the agents' credentials and ``stalwart agent revoke AGENT_ID [--reenroll]``
@@ -105,6 +105,15 @@ def agent(
             "it), require (every task), or off (then such tasks run one at a time)."
         ),
     ] = "auto",
+    determined_env: Annotated[
+        str | None,
+        typer.Option(
+            envvar="STALWART_DETERMINED_ENV",
+            help="The virtual environment local tasks that import determined run with (built "
+            "on first need with determined==0.38.1; default: "
+            "~/.cache/stalwart/determined-0.38.1-...), or off.",
+        ),
+    ] = None,
     task_user: Annotated[
         str,
         typer.Option(
@@ -124,6 +133,7 @@ def agent(
     if master is None:
         raise typer.BadParameter("the agent needs its master's URL", param_hint="'--master'")
     from stalwart.agent.credentials import TOKEN_FILE
+    from stalwart.agent.determined_env import from_option
     from stalwart.agent.devices import detect_slots
     from stalwart.agent.loop import create_agent
     from stalwart.agent.settings import (
@@ -151,6 +161,7 @@ def agent(
             container_runtime=container_runtime,
             image_pull_timeout=image_pull_timeout,
             mount_namespaces=mount_namespaces,
+            determined_env=from_option(determined_env),
             task_user=task_user,
             kill_on_exit=kill_on_exit,
         )

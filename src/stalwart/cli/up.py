@@ -1,9 +1,13 @@
 """``stalwart up`` / ``stalwart down``: a master and a local agent on this machine.
 
-``stalwart up [--port 8080] [--home DIR] [--slots N] [--config master.yaml] [--detach]`` starts
-the master (SQLite in the home directory) and one agent with this machine's slots, waits until
-both are ready and prints the URL. In the foreground it stops both cleanly on Ctrl-C or SIGTERM;
-with ``--detach`` it returns at once and ``stalwart down [--home DIR]`` stops them later.
+``stalwart up [--port 8080] [--home DIR] [--slots N] [--config master.yaml] [--python
+PATTERN=PATH ...] [--detach]`` starts the master (SQLite in the home directory) and one agent
+with this machine's slots, waits until both are ready and prints the URL. ``--python`` goes to
+the agent as it is (task images to local Python environments); without it, tasks that import
+``determined`` get the environment the agent builds for them on first use
+(``STALWART_DETERMINED_ENV`` moves it, as for ``stalwart agent``). In the foreground it stops
+both cleanly on Ctrl-C or SIGTERM; with ``--detach`` it returns at once and ``stalwart down
+[--home DIR]`` stops them later.
 """
 
 from __future__ import annotations
@@ -61,6 +65,13 @@ def up(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Master config file (YAML).")
     ] = None,
+    python: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="IMAGE_PATTERN=PATH: the local agent runs matching task images with this "
+            "venv/python (repeatable; as `stalwart agent --python`)."
+        ),
+    ] = None,
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Run in the background; stop with `down`.")
     ] = False,
@@ -77,7 +88,8 @@ def up(
     cluster = LocalCluster(home=root, port=port, master_config=config, detach=detach)
     try:
         cluster.start_master()
-        cluster.start_agent("local", slots=slots)
+        extra = [arg for item in python or () for arg in ("--python", item)]
+        cluster.start_agent("local", slots=slots, extra=extra)
     except BaseException:
         cluster.stop()
         raise

@@ -44,8 +44,10 @@ from stalwart.master.api.trials import trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Experiment, Project, Workspace
 from stalwart.master.redact import collect_secrets, redact_archive, redact_config
+from stalwart.master.rm.agent.manager import AgentManager
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.searcher.preview import preview_search
+from stalwart.master.services import agents as agent_service
 from stalwart.master.services import experiments as svc
 from stalwart.master.services import unmanaged as unmanaged_svc
 from stalwart.master.services.checkpoint_files import set_gc_policy
@@ -144,7 +146,10 @@ def _create(
         workspace_id=project.workspace_id if project else None,
     )
     return CreateExperimentResponse(
-        experiment=wire, config=redact_config(exp.config), notices=created.notices
+        experiment=wire,
+        config=redact_config(exp.config),
+        warnings=launch_warnings(session, state, exp.config),
+        notices=created.notices,
     )
 
 
@@ -233,6 +238,24 @@ def preview_hp_search(
             ],
         )
     )
+
+
+def launch_warnings(session: Session, state: MasterState, config: Mapping[str, Any]) -> list[str]:
+    """``LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED`` when a trial asks for more slots than the
+    agents of its pool have now (Determined's check; ``det`` prints "The requested job requires
+    more slots than currently available..."): the experiment is created and waits for them.
+    Only pools of Stalwart's agents; an engine or Kubernetes sizes its own."""
+    if not isinstance(state.rm, AgentManager):
+        return []
+    resources = config.get("resources") or {}
+    slots = resources.get("slots_per_trial", 1) if isinstance(resources, Mapping) else 1
+    pool = resources.get("resource_pool") if isinstance(resources, Mapping) else None
+    if not isinstance(slots, int) or slots <= 1:
+        return []
+    for view in agent_service.resource_pools(session, state.settings.resource_pools):
+        if view.name == (pool or "default") and slots > view.slots_available:
+            return ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"]
+    return []
 
 
 def _json(model: WireModel) -> Response:
