@@ -32,6 +32,14 @@ SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
 }
 """Modules (by path prefix) that share one machine-wide service and so run on one worker, one
 after another: the real Slurm cluster has room for one test's jobs at a time."""
+LONG_MODULES: tuple[str, ...] = (
+    "tests/launch/test_deepspeed.py",
+    "tests/compat/test_det_tutorials.py",
+    "tests/reliability/test_api_fuzz.py",
+)
+"""Modules that take minutes: started right after the serial groups, so that none of them is
+what the run still waits for at its end (``make test`` prints the slowest tests: keep this
+list in step with them)."""
 PORT_OFFSETS_PER_WORKER = 50
 """Port offsets between two workers' masters (50 offsets: 1,000 ports above each base)."""
 PORT_OFFSET_VARIABLE = "STALWART_CLUSTER__TASK_PORT_OFFSET"
@@ -60,10 +68,18 @@ class _ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships n
         return _group(nodeid)
 
 
+def _start_rank(item: pytest.Item) -> int:
+    group = _group(item.nodeid)
+    if group in SERIAL_GROUPS:
+        return 0
+    return 1 if group.startswith(LONG_MODULES) else 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Serial groups first (a stable sort, the same on every worker): their modules run one
-    after another on one worker, the longest chain of the run, so it should start at once."""
-    items.sort(key=lambda item: _group(item.nodeid) not in SERIAL_GROUPS)
+    """Serial groups first, then :data:`LONG_MODULES`, then the rest (a stable sort, the same
+    on every worker): the serial modules run one after another on one worker, the longest chain
+    of the run, so it should start at once; long modules next, so the run does not end on one."""
+    items.sort(key=_start_rank)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:

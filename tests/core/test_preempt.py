@@ -63,10 +63,11 @@ def test_auto_ack_off_then_by_hand(master: MasterServer, trial_env: TaskEnv) -> 
 def test_close_stops_the_long_poll_at_once(master: MasterServer, trial_env: TaskEnv) -> None:
     session = Session(trial_env.master_url, trial_env.session_token, retry=FAST_RETRY)
     preempt = PreemptContext(session, trial_env.allocation_id, DummyDistributedContext())
-    before = {t.ident for t in threading.enumerate()}
     preempt.start()
     assert preempt.should_preempt() is False  # the first answer came; a long poll is next
-    watchers = [t for t in threading.enumerate() if t.ident not in before]
+    # the watcher by its name: the in-process master may start threads of its own meanwhile
+    name = f"stalwart-preempt-{trial_env.allocation_id}"
+    watchers = [t for t in threading.enumerate() if t.name == name]
     assert len(watchers) == 1
     preempt.close()  # joins the watcher for at most 5 s; an uncut 60 s poll would outlive it
     assert not watchers[0].is_alive()

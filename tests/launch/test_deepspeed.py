@@ -27,7 +27,8 @@ from stalwart.launch.deepspeed import (
 )
 from tests.launch.conftest import alive, task_environ
 
-RUN_TIMEOUT_S = 120
+RUN_TIMEOUT_S = 300
+"""A bound on one launch (about 40 s alone; several times that on two busy cores)."""
 
 
 def _env(

@@ -39,7 +39,13 @@ ANONYMOUS_EXAMPLES = 4
 REQUEST_TIMEOUT = 20.0
 FuzzCase = Case[Any]
 OPEN_OPERATIONS = frozenset(
-    {"GET /info", "GET /api/v1/master", "POST /api/v1/auth/login", "GET /openapi.json"}
+    {
+        "GET /info",
+        "GET /health",
+        "GET /api/v1/master",
+        "POST /api/v1/auth/login",
+        "GET /openapi.json",
+    }
 )
 """What answers without a token (:data:`stalwart.master.policy.PUBLIC_ROUTES`)."""
 
