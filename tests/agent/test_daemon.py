@@ -15,7 +15,7 @@ import pytest
 from stalwart.agent.context import fetch_context
 from stalwart.agent.daemon import Daemon
 from stalwart.agent.protocol import ContainerStatus, SlotInfo, SyncResponse, TaskSpec
-from stalwart.agent.runner import ProcessRunner
+from stalwart.agent.runner import ProcessRunner, kill_leftovers
 from stalwart.agent.settings import AgentSettings
 from stalwart.agent.shipper import LogShipper
 from stalwart.agent.workspace import container_dir
@@ -201,3 +201,41 @@ def test_shutdown_leaves_containers_unless_asked_to_kill(daemon: Daemon, trial: 
     os.kill(pid, 0)  # still alive
     daemon.shutdown(kill=True, grace=0.2)
     assert status(daemon, spec).state == "EXITED"
+
+
+def test_a_restarted_agent_reports_what_its_earlier_life_started_as_lost(
+    master: Master, trial: TrialEnv, tmp_path: Path
+) -> None:
+    """The master may never have heard that the earlier life's container ran (the RUNNING
+    report died with the agent): the new life reports it exited, never runs its spec again,
+    and removes its directory once the master forgets it. A container the earlier life never
+    started is simply forgotten (the master sends its start again)."""
+    home = tmp_path / "agent"
+    spec = task_spec(trial, SLEEPER)
+    unstarted = container_dir(home, "other.1", 0)
+    with httpx.Client() as http:
+        first = make_daemon(agent_settings(master.url, home), http)
+        try:
+            first.apply(SyncResponse(start=[spec]))
+            wait_for("the container to start", lambda: "up" in output(first, spec))
+            unstarted.mkdir(parents=True)  # as a start waiting for its image leaves it
+            assert kill_leftovers(home) == [f"{trial.allocation_id}/rank-0"]  # the agent died
+            assert until_exited(first, spec).exit_code == -9  # (reaped)
+        finally:
+            first.shipper.close(timeout=2.0)
+        second = make_daemon(agent_settings(master.url, home), http)
+        try:
+            assert not unstarted.exists()
+            (lost,) = second.build_request(0).containers
+            assert (lost.allocation_id, lost.rank, lost.state) == (trial.allocation_id, 0, "EXITED")
+            assert lost.exit_code is None
+            assert lost.exit_reason is not None
+            assert lost.exit_reason.startswith("lost: agent agent-t restarted while it ran")
+            assert second.apply(SyncResponse(start=[spec])) is False  # never run twice
+            assert second.containers == {}
+            second.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"]))
+            assert second.build_request(0).containers == []
+            assert not (home / "tasks" / trial.allocation_id).exists()
+        finally:
+            second.shutdown(kill=True, grace=0.0)
+            second.shipper.close(timeout=2.0)

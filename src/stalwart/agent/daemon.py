@@ -15,6 +15,13 @@ methods the sync loop (:mod:`stalwart.agent.loop`) calls from one thread:
 A container that cannot start is reported EXITED with ``exit_code`` null and an
 ``exit_reason``. Nothing here kills a container because the master went away.
 
+A restarted agent does not adopt its earlier life's containers (their processes were killed
+before the daemon was made: :func:`~stalwart.agent.runner.kill_leftovers`). Each one that was
+started (:func:`~stalwart.agent.workspace.earlier_life`) is reported EXITED, lost, until the
+master says to forget it: otherwise a container the master never heard was RUNNING (the
+report was lost with the agent) would be started again from its stored spec, repeating its
+run's steps under the same run id.
+
 Images: when the runner needs one (:meth:`Runner.needs_image`, docker/podman), the container
 stays STARTING while a thread of its own runs :meth:`Runner.pull_image` (a pull may take
 minutes, and the sync loop must keep syncing meanwhile); :meth:`Daemon.refresh` starts it once
@@ -59,7 +66,9 @@ from stalwart.agent.shipper import LogShipper
 from stalwart.agent.workspace import (
     FetchContext,
     Workspace,
+    earlier_life,
     mapped_python,
+    mark_started,
     prepare_workspace,
     remove_workspace,
 )
@@ -158,6 +167,14 @@ class Daemon:
         self.determined_env = determined_env
         self.containers: dict[tuple[str, int], Container] = {}
         self._launched = False
+        lost = f"lost: agent {settings.agent_id} restarted while it ran (its process was killed)"
+        self.earlier: dict[tuple[str, int], ContainerStatus] = {
+            key: ContainerStatus(
+                allocation_id=key[0], rank=key[1], state="EXITED", exit_reason=lost
+            )
+            for key in earlier_life(settings.home)
+        }
+        """The earlier life's started containers, reported exited until forgotten."""
 
     # --- the view ------------------------------------------------------------------------------
 
@@ -168,7 +185,10 @@ class Daemon:
             resource_pool=self.settings.resource_pool,
             addresses=list(self.settings.addresses),
             slots=list(self.slots),
-            containers=[self.containers[key].status() for key in sorted(self.containers)],
+            containers=[
+                self.containers[key].status() if key in self.containers else self.earlier[key]
+                for key in sorted(self.containers.keys() | self.earlier.keys())
+            ],
             wait_seconds=wait_seconds,
         )
 
@@ -248,12 +268,15 @@ class Daemon:
             self.prepuller.offer(response.prepull)
         for allocation_id in response.kill:
             self._kill(allocation_id, response.kill_grace_seconds)
+        started = False
         for spec in response.start:  # before forgetting: removing a workspace takes a while
-            if (spec.allocation_id, spec.rank) not in self.containers:
+            ident = (spec.allocation_id, spec.rank)
+            if ident not in self.containers and ident not in self.earlier:
                 self._start(spec)
-        for key in response.forget:
-            self._forget(key)
-        return bool(response.start)
+                started = True
+        for name in response.forget:
+            self._forget(name)
+        return started
 
     def _start(self, spec: TaskSpec) -> None:
         stream = self.shipper.open(
@@ -346,6 +369,7 @@ class Daemon:
     def _launch(self, container: Container, workspace: Workspace) -> None:
         spec = container.spec
         try:
+            mark_started(workspace.root)
             container.handle = self.runner.start(spec, workspace, container.log.line)
         except Exception as exc:  # sorted out by _start_error
             self._start_error(container, exc)
@@ -395,7 +419,11 @@ class Daemon:
 
     def _forget(self, key: str) -> None:
         allocation_id, _, rank = key.rpartition("/")
-        container = self.containers.get((allocation_id, int(rank) if rank.isdigit() else -1))
+        wanted = (allocation_id, int(rank) if rank.isdigit() else -1)
+        if self.earlier.pop(wanted, None) is not None:
+            remove_workspace(self.settings.home, *wanted)
+            return
+        container = self.containers.get(wanted)
         if container is None:
             return
         if container.phase != "EXITED":

@@ -6,7 +6,11 @@ Layout: ``<home>/tasks/<allocation_id>/rank-<r>/`` holds
   (an empty ``master_url`` in ``cluster.json`` becomes the agent's master URL) and
   ``run/dynamic-tcd-startup-hook.sh`` from ``TaskSpec.startup_hook`` (:mod:`stalwart.agent.hooks`);
 - ``workdir/`` (``DET_WORKDIR``, the working directory) with the extracted model definition;
-- ``stdout.log`` / ``stderr.log``, written by the runner.
+- ``stdout.log`` / ``stderr.log``, written by the runner;
+- ``started`` (:data:`STARTED_MARK`), written just before the container's process is started.
+
+A directory outlives the agent process: the agent removes it when the master says to forget the
+container. What a restarted agent finds there is its earlier life's (:func:`earlier_life`).
 
 :func:`prepare_workspace` starts from an empty directory (a leftover one is removed) and returns
 a :class:`Workspace` with the final environment of the task process: the agent's environment
@@ -33,11 +37,14 @@ from stalwart.agent.settings import PythonMapping
 from stalwart.errors import InvalidArgumentError
 
 __all__ = [
+    "STARTED_MARK",
     "FetchContext",
     "Workspace",
     "choose_python",
     "container_dir",
+    "earlier_life",
     "mapped_python",
+    "mark_started",
     "master_env",
     "node_env",
     "prepare_workspace",
@@ -236,3 +243,34 @@ def remove_workspace(home: Path, allocation_id: str, rank: int) -> None:
     shutil.rmtree(root, ignore_errors=True)
     with contextlib.suppress(OSError):
         root.parent.rmdir()
+
+
+STARTED_MARK = "started"
+"""``<container dir>/started``: the container's process may have run (see :func:`earlier_life`)."""
+
+
+def mark_started(root: Path) -> None:
+    """Record, before the container's process is started, that it may run from now on."""
+    (root / STARTED_MARK).touch()
+
+
+def earlier_life(home: Path) -> list[tuple[str, int]]:
+    """The ``(allocation_id, rank)`` of every container an earlier life of this agent started
+    and the master never told it to forget, sorted; the directories of those it never started
+    are removed (the master sends their start again).
+
+    Call it once, at the agent's start, after the earlier life's processes were killed. Each of
+    these must be reported exited: its process ran, and may have reported metrics and
+    checkpoints, so running its stored spec again would repeat that run's steps under the same
+    run id (the master restarts the trial from its latest checkpoint instead).
+    """
+    found: list[tuple[str, int]] = []
+    for root in sorted((home / "tasks").glob("*/rank-*")):
+        rank = root.name.removeprefix("rank-")
+        if not root.is_dir() or not rank.isdigit():
+            continue
+        if (root / STARTED_MARK).exists():
+            found.append((root.parent.name, int(rank)))
+        else:
+            remove_workspace(home, root.parent.name, int(rank))
+    return found

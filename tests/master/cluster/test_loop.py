@@ -408,6 +408,35 @@ def test_a_container_an_agent_stops_reporting_is_lost_and_frees_its_slot(
     assert moved.env["DET_EXPERIMENT_ID"] == str(queued)
 
 
+def test_a_start_the_agent_ran_but_never_reported_is_not_run_again(state: MasterState) -> None:
+    """The agent started the trial's container and died before its RUNNING report reached the
+    master (found by the PostgreSQL chaos soak: the same run started twice, from step 0, and
+    its reports stored twice). The restarted agent reports the container exited; the trial
+    restarts as a new run, never as the old spec again."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    exp_id = _create(state)
+    loop.run_round()
+    (spec,) = node.sync().start  # the agent starts it; the report of that is lost
+    assert spec.env["DET_TRIAL_RUN_ID"] == "1"
+    quiet = FakeNode(state)  # an agent that never got the start is sent it again
+    assert [s.allocation_id for s in quiet.sync().start] == [spec.allocation_id]
+    restarted = FakeNode(state)  # the same agent id: its earlier life ran the spec
+    restarted.containers[(spec.allocation_id, 0)] = ContainerStatus(
+        allocation_id=spec.allocation_id, rank=0, state="EXITED", exit_reason="lost: restarted"
+    )
+    answer = restarted.sync()
+    assert (answer.start, answer.forget) == ([], [f"{spec.allocation_id}/0"])
+    loop.run_round()
+    (again,) = restarted.sync().start
+    assert again.task_id == spec.task_id
+    assert again.allocation_id != spec.allocation_id
+    assert again.env["DET_TRIAL_RUN_ID"] == "2"
+    (trial,) = _trials(state, exp_id)
+    assert (trial.run_id, trial.restarts) == (2, 1)
+
+
 def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
     tmp_path: Path,
 ) -> None:
