@@ -12,10 +12,14 @@ Contract:
   (``logPolicyMatched``, e.g. Determined's default ``CUDA OOM`` / ``ECC Error``), the
   ``cancel_retries`` patterns and the first line each matched, and the agents ``exclude_node``
   policies keep the trial off. The label is reported even for a trial that did not fail.
-- ``lines``: up to :data:`MAX_LINES` lines the failed allocation's processes wrote (not the
-  master's own lines, source ``master``), oldest first: its last lines of level ERROR or
-  CRITICAL or written to stderr (``lines_kind`` ``"errors"``); when it wrote none, its last
-  lines of any kind before the exit (``"last"``); when it wrote nothing, none (``"none"``).
+- ``lines``: up to :data:`MAX_LINES` lines of the failed allocation, oldest first: the last
+  lines its processes wrote (not the master's or the agent's, sources ``master`` and
+  ``agent``) at level ERROR or CRITICAL, or to stderr without a level (a traceback; a
+  ``logging`` record at INFO goes to stderr too, and is no error) (``lines_kind``
+  ``"errors"``); when they
+  wrote none, its last lines of any kind before the exit, the agent's included (an image that
+  would not pull says so there) but not the master's (``"last"``); when there are none, none
+  (``"none"``).
   Read with two indexed queries of at most :data:`MAX_LINES` rows each; nothing reads the whole
   log.
 - :func:`experiment_cause`: how many trials are in ERROR and the cause of the first trial that
@@ -27,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from stalwart.errors import NotFoundError
@@ -50,6 +54,8 @@ MAX_LINES = 20
 """The most log lines a cause carries."""
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
+NOT_THE_PROCESS = ("master", "agent")
+"""Sources of lines the master and the agent write about a run (not the run's own output)."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +118,12 @@ def _last_failed_allocation(session: Session, task_id: str) -> Allocation | None
 
 
 def _lines(session: Session, task_id: str, allocation_id: str) -> tuple[list[LogRecord], str]:
-    base = select(TaskLog).where(
-        TaskLog.task_id == task_id,
-        TaskLog.allocation_id == allocation_id,
-        or_(TaskLog.source.is_(None), TaskLog.source != "master"),
-    )
-    errors = or_(TaskLog.level.in_(ERROR_LEVELS), TaskLog.stdtype == "stderr")
-    for query, kind in ((base.where(errors), "errors"), (base, "last")):
+    ran = select(TaskLog).where(TaskLog.task_id == task_id, TaskLog.allocation_id == allocation_id)
+    not_master = or_(TaskLog.source.is_(None), TaskLog.source != "master")
+    own = or_(TaskLog.source.is_(None), TaskLog.source.not_in(NOT_THE_PROCESS))
+    unleveled_stderr = and_(TaskLog.stdtype == "stderr", TaskLog.level.is_(None))
+    errors = or_(TaskLog.level.in_(ERROR_LEVELS), unleveled_stderr)
+    for query, kind in ((ran.where(own, errors), "errors"), (ran.where(not_master), "last")):
         rows = list(session.scalars(query.order_by(TaskLog.id.desc()).limit(MAX_LINES)))
         if rows:
             return [LogRecord.of(row) for row in reversed(rows)], kind
