@@ -78,7 +78,8 @@ def _json_logs(admin: Det, *args: str) -> list[dict[str, Any]]:
     another, then the CLI's closing hint."""
     done = admin.ok(*args, "--json")
     decoder = json.JSONDecoder()
-    text, out, at = done.stdout, [], 0
+    text, at = done.stdout, 0
+    out: list[dict[str, Any]] = []
     while True:
         while at < len(text) and text[at].isspace():
             at += 1

@@ -13,7 +13,7 @@ from tests.integration.api import Api
 from tests.integration.conftest import trial_files
 
 
-def _config(mode: str, max_restarts: int = 0) -> str:
+def _config(mode: str, max_restarts: int = 0, extra: str = "") -> str:
     return (
         f"name: debugging-{mode}\n"
         "entrypoint: python3 debugging.py\n"
@@ -21,7 +21,12 @@ def _config(mode: str, max_restarts: int = 0) -> str:
         f"max_restarts: {max_restarts}\n"
         f"hyperparameters:\n  mode: {mode}\n"
         "searcher:\n  name: single\n  metric: loss\n"
-    )
+    ) + extra
+
+
+CANCEL_RETRIES_ON_OOM = (
+    "log_policies:\n  - pattern: '.*CUDA out of memory.*'\n    action: cancel_retries\n"
+)
 
 
 def _entries(api: Api, trial_id: int) -> list[dict[str, Any]]:
@@ -54,12 +59,14 @@ def test_an_info_level_trial_log_has_no_harness_requests(local: LocalCluster, ap
 
 
 def test_the_cause_of_failed_runs(local: LocalCluster, api: Api) -> None:
-    local.start_agent("a1", slots=2)
+    local.start_agent("a1", slots=3)
     files = trial_files("debugging.py")
     oom = api.create_experiment(_config("oom"), files)
     flaky = api.create_experiment(_config("exit3_once", max_restarts=1), files)
+    cancelled = api.create_experiment(_config("oom", 3, CANCEL_RETRIES_ON_OOM), files)
     assert api.wait_state(oom, timeout=120)["state"] == "STATE_ERROR"
     assert api.wait_state(flaky, timeout=120)["state"] == "STATE_COMPLETED"
+    assert api.wait_state(cancelled, timeout=120)["state"] == "STATE_ERROR"
 
     (trial,) = api.trials(oom)
     cause = api.get(f"/api/v1/ui/trials/{trial['id']}/cause")
@@ -68,6 +75,7 @@ def test_the_cause_of_failed_runs(local: LocalCluster, api: Api) -> None:
     assert (cause["state"], cause["failed"], cause["restarts"]) == ("STATE_ERROR", True, 0)
     assert cause["logPolicyMatched"] == "CUDA OOM"  # Determined's default log policy
     assert trial["logPolicyMatched"] == "CUDA OOM"
+    assert (cause["dontRetry"], cause["excludedAgents"]) == ([], [])  # the default only labels
     failure = cause["failure"]
     assert failure["exitCode"] == 1
     assert failure["exitReason"] == "it exited with code 1"
@@ -99,6 +107,14 @@ def test_the_cause_of_failed_runs(local: LocalCluster, api: Api) -> None:
     assert ("task", "giving up on purpose\n") in last
     assert last[-1] == ("agent", "container exited with code 3\n")
     assert api.get(f"/api/v1/ui/experiments/{flaky}/cause")["trialsErrored"] == 0
+
+    # a cancel_retries policy matched: not restarted, and the cause says which line did it
+    (stopped,) = api.trials(cancelled)
+    why = api.get(f"/api/v1/ui/trials/{stopped['id']}/cause")
+    assert (why["failed"], why["restarts"], why["logPolicyMatched"]) == (True, 0, "CUDA OOM")
+    (trigger,) = why["dontRetry"]
+    assert trigger["pattern"] == ".*CUDA out of memory.*"
+    assert trigger["line"].startswith("RuntimeError: CUDA out of memory. Tried to allocate")
 
     for path in (f"/api/v1/ui/trials/{10**6}/cause", f"/api/v1/ui/experiments/{10**6}/cause"):
         assert api.http.get(path).status_code == 404
