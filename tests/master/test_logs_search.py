@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from stalwart.master.db.tables import Trial
+from stalwart.master.services import logs as log_service
 from stalwart.master.transitions import set_trial_state
 from tests.master.conftest import make_settings
 from tests.master.test_allocations_api import (
@@ -239,3 +240,21 @@ def test_download_needs_the_same_rights_as_the_logs(
     bad = http.get(path, params={"levels": "LOUD"})
     assert bad.status_code == 400
     assert "LOUD" in bad.text
+
+
+def test_download_streams_past_one_page(
+    server: LiveServer, http: httpx.Client, env: TrialEnv
+) -> None:
+    count = log_service.PAGE_SIZE * 2 + 5  # three pages of the reader
+    lines = [ship(env, f"bulk {n:05d}\n", rank_id=n % 4) for n in range(count)]
+    assert post(http, env, lines).is_success
+    path = f"/api/v1/ui/trials/{env.trial_id}/logs/download"
+    with http.stream("GET", path, params={"searchText": "bulk "}) as resp:
+        assert resp.status_code == 200
+        assert resp.headers.get("transfer-encoding") == "chunked"
+        got = [line.rsplit(" ", 1)[1] for line in resp.iter_lines()]
+    assert got == [f"{n:05d}" for n in range(count)]
+    tail = _download(http, path, {"limit": 3, "orderBy": "ORDER_BY_DESC", "rankIds": "1"})
+    assert [line.rsplit(" ", 1)[1] for line in tail.text.splitlines()] == [
+        f"{n:05d}" for n in (count - 4, count - 8, count - 12)
+    ]
