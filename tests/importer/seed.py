@@ -691,23 +691,24 @@ def seed(url: str, storage: Path) -> Seeded:
     )
 
 
-def _metric_lines(trial_id: int, count: int) -> Iterator[bytes]:
+def _metric_lines(trial_id: int, count: int, run: int) -> Iterator[bytes]:
     for n in range(count):
         when = (T0 + dt.timedelta(seconds=n)).isoformat()
         metrics = json.dumps({"avg_metrics": {"loss": 1.0 / (n + 1)}, "batch_metrics": []})
-        yield f"{trial_id}\t{when}\t{metrics}\t{n + 1}\t0\tf\n".encode()
+        yield f"{trial_id}\t{when}\t{metrics}\t{n + 1}\t{run}\tf\n".encode()
 
 
-def add_training_metrics(url: str, trial_id: int, count: int) -> None:
-    """``count`` more training reports of Determined trial ``trial_id`` (COPY: millions in
-    seconds), for the importer's throughput test."""
+def add_training_metrics(url: str, trial_id: int, count: int, run: int = 7) -> None:
+    """``count`` more training reports of Determined trial ``trial_id``, steps 1 to
+    ``count`` of its run ``run`` (COPY: a million in seconds), for the importer's throughput
+    and interruption tests."""
     with psycopg.connect(url) as conn:
         with conn.cursor().copy(
             "COPY raw_steps (trial_id, end_time, metrics, total_batches, trial_run_id, archived) "
             "FROM STDIN"
         ) as copy:
             chunk: list[bytes] = []
-            for line in _metric_lines(trial_id, count):
+            for line in _metric_lines(trial_id, count, run):
                 chunk.append(line)
                 if len(chunk) >= 10_000:
                     copy.write(b"".join(chunk))
