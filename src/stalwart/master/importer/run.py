@@ -43,16 +43,15 @@ def import_determined(
     so a second run brings only what is new and a run that was interrupted goes on where its
     last commit left it. ``workspace`` limits the import to one Determined workspace (users are
     always all imported). ``dry_run`` does the whole import in one transaction and rolls it
-    back (metrics only counted). Raises NotFoundError for an unknown workspace,
+    back (metrics only counted): only the migrations and the built-in users, workspace and
+    project, which any master start writes, stay. Raises NotFoundError for an unknown workspace,
     FailedPreconditionError for a database that is not Determined 0.29 or later.
     """
     started = time.monotonic()
     migrate.upgrade(engine)
     sessions = make_session_factory(engine)
     with DeterminedSource(source_url) as source, sessions() as session:
-        bootstrap(session, initial_password)  # as a master's start; a dry run rolls it back
-        if not dry_run:
-            session.commit()
+        bootstrap(session, initial_password)  # as a master's start does (it commits)
         cluster = source.cluster_id()
         report = ImportReport(source=cluster, dry_run=dry_run)
         workspaces = {int(w["id"]): str(w["name"]) for w in source.workspaces()}
