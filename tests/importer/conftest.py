@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +43,7 @@ def _server() -> str:
     return PG_URL
 
 
-def new_determined(storage: Path) -> Iterator[Determined]:
+def new_determined(storage: Path) -> Generator[Determined, None, None]:
     """A fresh seeded Determined database (dropped afterwards)."""
     server = _server()
     name = f"det_{uuid.uuid4().hex[:12]}"
