@@ -5,7 +5,7 @@ imported into a master's SQLite database before the master starts. Then, with th
 ``det`` CLI and SDK: an imported user logs in with the password they had on Determined (and
 it is rehashed to Stalwart's own); the experiments are listed and described; each trial's
 metrics and best checkpoint read back; a checkpoint downloads from its original storage; the
-model's versions are listed.
+model's versions are listed; a trial's imported task logs read back.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def imported(
     home.mkdir(mode=0o700)
     engine = make_engine(f"sqlite:///{home / 'master.db'}")
     try:
-        report = import_determined(source.url, engine)
+        report = import_determined(source.url, engine, task_logs=True)
     finally:
         engine.dispose()
     assert report.imported("experiment") == 3, report.render()
@@ -126,6 +126,14 @@ def test_metrics_and_best_checkpoints_read_back(
         assert all("validation_loss" in m[1] for m in metrics["validation"])
     best = alice.ok("experiment", "list-checkpoints", "--best", "1", str(seeded.asha_id)).stdout
     assert seeded.model_checkpoint in best
+
+
+def test_trial_logs_read_back(alice: Det, imported: tuple[MasterProcess, Determined]) -> None:
+    seeded = imported[1].seeded
+    trial = seeded.trials_of(seeded.asha_id)[0]
+    logs = alice.ok("trial", "logs", str(trial.id)).stdout
+    for line in trial.log_lines:
+        assert line.strip() in logs
 
 
 def test_a_checkpoint_downloads_from_its_original_storage(

@@ -14,7 +14,8 @@ as a team's cluster would be after some work:
 - experiment ``mnist-single`` (single trial, still ACTIVE, its trial RUNNING and restarted once);
 - experiment ``old-baseline`` (single trial, COMPLETED, archived, in Uncategorized);
 - model ``mnist-cnn`` with version 1 (the ASHA experiment's best checkpoint);
-- template ``gpu-defaults`` and a workspace webhook on COMPLETED experiments.
+- template ``gpu-defaults`` and a workspace webhook on COMPLETED experiments;
+- two task-log lines per ASHA trial (one of them not UTF-8).
 
 Rows go in through the base tables (``runs``, ``trials_v2``, ``raw_steps``, ``checkpoints_v2``,
 ``run_checkpoints``...), as Determined's master writes them; nothing here is Determined's code.
@@ -101,6 +102,7 @@ class SeededTrial:
     training_reports: int = 0
     validation_reports: int = 0
     custom_reports: int = 0
+    log_lines: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -404,6 +406,22 @@ class _Writer:
             steps=0,
         )
 
+    def log(self, trial: SeededTrial, line: str, *, raw: bytes | None = None) -> None:
+        """A line of the trial's task log, as the agent ships it (``raw``: bytes that are not
+        UTF-8)."""
+        allocation = self.one(
+            "SELECT allocation_id FROM allocations WHERE task_id = %s "
+            "ORDER BY allocation_id DESC LIMIT 1",
+            trial.task_id,
+        )
+        self.conn.execute(
+            "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, "
+            'source, stdtype, level, "timestamp", log) '
+            "VALUES (%s, %s, 'agent-1', 'c0ffee', 0, 'agent', 'stdout', 'INFO', %s, %s)",
+            (trial.task_id, allocation, _naive(T0), raw if raw is not None else line.encode()),
+        )
+        trial.log_lines.append(line)
+
     def report(self, trial: SeededTrial, steps: int, loss: float, *, run: int = 0) -> None:
         """Training metrics at ``steps``, and every 100 batches a validation and a
         checkpoint (with its files) as the harness reports them."""
@@ -578,6 +596,8 @@ def seed(url: str, storage: Path) -> Seeded:
             for steps in range(50, length + 1, 50):
                 w.report(trial, steps, round(1.0 / (1 + steps * lr * 10) + n * 0.01, 6))
             w.custom(trial, length, 3.5 + n)
+            w.log(trial, f"trial {trial.id}: training with lr={lr}\n")
+            w.log(trial, "loss went \ufffd up\n", raw=b"loss went \xff up\n")
             w.finish_trial(trial, round(1.1 / (1 + length * lr * 10) + n * 0.011, 6))
             trials[trial.id] = trial
 

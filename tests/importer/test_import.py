@@ -23,6 +23,7 @@ from stalwart.master.db.tables import (
     ModelVersion,
     Project,
     StorageBackend,
+    TaskLog,
     Template,
     Trial,
     User,
@@ -270,3 +271,25 @@ def test_the_determined_database_is_never_written(determined: Determined) -> Non
         source.conn.rollback()
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             source.conn.execute("CREATE TABLE intruder (id int)")
+
+
+def test_task_logs_come_over_only_when_asked(determined: Determined, target: Engine) -> None:
+    seeded = determined.seeded
+    without = import_determined(determined.url, target)
+    assert without.left_out["task_logs"][1] == "task logs are imported only with --task-logs"
+    with Session(target) as session:
+        assert session.scalar(select(func.count()).select_from(TaskLog)) == 0
+    with_logs = import_determined(determined.url, target, task_logs=True)
+    lines = sum(len(t.log_lines) for t in seeded.trials.values())
+    assert _counts(with_logs)["task_log"] == {"imported": lines}
+    assert "task_logs" not in with_logs.left_out
+    with Session(target) as session:
+        for seeded_trial in seeded.trials.values():
+            trial = session.get(Trial, seeded_trial.id)
+            assert trial is not None
+            logs = session.scalars(
+                select(TaskLog.log).where(TaskLog.task_id == trial.task_id).order_by(TaskLog.id)
+            ).all()
+            assert list(logs) == seeded_trial.log_lines
+    again = import_determined(determined.url, target, task_logs=True)
+    assert _counts(again)["task_log"] == {"present": lines}

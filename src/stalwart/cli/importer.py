@@ -1,9 +1,10 @@
 """``stalwart import determined``: bring a Determined cluster's history into this master.
 
 ``stalwart import determined --from postgresql://USER@HOST/DB [--dry-run] [--workspace NAME]
-[--config FILE | --db URL | --home DIR] [--json]``. It writes the master's database directly
-(the one ``stalwart master`` with the same ``--config`` / ``--db`` / ``--home`` uses), reads the
-Determined database read-only, and prints the report (docs/migrating-from-determined.md).
+[--task-logs] [--config FILE | --db URL | --home DIR] [--json]``. It writes the master's
+database directly (the one ``stalwart master`` with the same ``--config`` / ``--db`` /
+``--home`` uses), reads the Determined database read-only, and prints the report
+(docs/migrating-from-determined.md).
 Progress goes to stderr: a bar on a terminal, otherwise one line per batch of metrics.
 """
 
@@ -51,6 +52,10 @@ def determined(
         str | None,
         typer.Option(help="Import only this Determined workspace (users are always imported)."),
     ] = None,
+    task_logs: Annotated[
+        bool,
+        typer.Option("--task-logs", help="Import the trials' task logs too (they can be large)."),
+    ] = False,
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="The master's config file (YAML).")
     ] = None,
@@ -102,6 +107,7 @@ def determined(
                     engine,
                     dry_run=dry_run,
                     workspace=workspace,
+                    task_logs=task_logs,
                     initial_password=settings.security.initial_user_password,
                     progress=show,
                 )
@@ -111,6 +117,7 @@ def determined(
                 engine,
                 dry_run=dry_run,
                 workspace=workspace,
+                task_logs=task_logs,
                 initial_password=settings.security.initial_user_password,
                 progress=_Lines(),
             )

@@ -43,6 +43,8 @@ class Context:
     dry_run: bool
     workspaces: set[int]
     progress: Progress
+    task_logs: bool = False
+    """Whether the trials' task logs are imported too (``--task-logs``)."""
     filtered: bool = False
     """Whether ``--workspace`` chose one workspace (global webhooks are then left out)."""
     trials: list[tuple[int, int]] = field(default_factory=list)

@@ -87,6 +87,10 @@ class Mappings:
         """The new id of ``kind`` ``old``, if it was imported."""
         return self._known.get((kind, str(old)))
 
+    def items(self, kind: str) -> list[tuple[str, str]]:
+        """Every ``(old, new)`` of ``kind`` known so far (this run's included)."""
+        return [(old, new) for (k, old), new in self._known.items() if k == kind]
+
     def get_int(self, kind: str, old: object) -> int | None:
         found = self.get(kind, old)
         return int(found) if found is not None else None

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Integer, String, Text, column, insert, table
+from sqlalchemy import BigInteger, Boolean, Integer, String, Text
 
 from stalwart.master.db.tables import UtcDateTime, utcnow
+from stalwart.master.importer.bulk import write_rows
 from stalwart.master.importer.context import Context, aware
 from stalwart.master.importer.source import Row
 
@@ -30,28 +31,16 @@ BATCH = 10_000
 """Reports per write and commit."""
 
 _COLUMNS = (
-    "trial_id",
-    "trial_run_id",
-    "group",
-    "steps_completed",
-    "report_time",
-    "metrics",
-    "batch_metrics",
-    "archived",
+    ("trial_id", Integer()),
+    ("trial_run_id", Integer()),
+    ("group", String()),
+    ("steps_completed", BigInteger()),
+    ("report_time", UtcDateTime()),
+    ("metrics", Text()),
+    ("batch_metrics", Text()),
+    ("archived", Boolean()),
 )
-
-_AS_TEXT = table(
-    "metric_reports",
-    column("trial_id", Integer),
-    column("trial_run_id", Integer),
-    column("group", String),
-    column("steps_completed", BigInteger),
-    column("report_time", UtcDateTime()),
-    column("metrics", Text),
-    column("batch_metrics", Text),
-    column("archived", Boolean),
-)
-"""``metric_reports`` with its JSON columns as text: the stored JSON text goes in verbatim."""
+"""``metric_reports``'s columns, the JSON ones as text: the stored JSON text goes in verbatim."""
 
 
 def _values(trial_id: int, row: Row) -> tuple[Any, ...]:
@@ -65,20 +54,6 @@ def _values(trial_id: int, row: Row) -> tuple[Any, ...]:
         row["batch_text"],
         bool(row["archived"]),
     )
-
-
-def _write(ctx: Context, trial_id: int, rows: list[Row]) -> None:
-    """Insert one batch of reports in the session's transaction."""
-    values = [_values(trial_id, row) for row in rows]
-    if ctx.session.get_bind().dialect.name == "postgresql":
-        raw = ctx.session.connection().connection.driver_connection
-        names = ", ".join(f'"{name}"' for name in _COLUMNS)
-        cursor = raw.cursor()  # type: ignore[union-attr]
-        with cursor, cursor.copy(f"COPY metric_reports ({names}) FROM STDIN") as copy:
-            for value in values:
-                copy.write_row(value)
-        return
-    ctx.session.execute(insert(_AS_TEXT), [dict(zip(_COLUMNS, v, strict=True)) for v in values])
 
 
 def import_metrics(ctx: Context) -> None:
@@ -100,7 +75,7 @@ def import_metrics(ctx: Context) -> None:
             ctx.report.count("metrics", "imported", count)
             continue
         for rows in ctx.source.metrics(old, mark, BATCH):
-            _write(ctx, new, rows)
+            write_rows(ctx.session, "metric_reports", _COLUMNS, [_values(new, r) for r in rows])
             ctx.ids.record("metrics", old, rows[-1]["id"])
             ctx.session.commit()
             ctx.report.count("metrics", "imported", len(rows))

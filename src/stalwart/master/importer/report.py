@@ -20,6 +20,7 @@ KINDS = (
     "model_version",
     "template",
     "webhook",
+    "task_log",
 )
 """The kinds the importer brings over, in the order it does."""
 
@@ -39,8 +40,9 @@ class ImportReport:
 
     ``counts[kind]`` has ``imported`` (new here), ``present`` (imported by an earlier run) and
     ``matched`` (an existing Stalwart user, workspace or project of the same name stands for
-    it); metrics count reports. ``renumbered`` lists ``(kind, old, new)`` for rows whose
-    Determined id was taken here. ``left_out`` names Determined tables not imported at all.
+    it); metrics count reports, task logs lines. ``renumbered`` lists ``(kind, old, new)`` for
+    rows whose Determined id was taken here. ``left_out`` names Determined tables not imported
+    at all.
     """
 
     source: str

@@ -12,6 +12,7 @@ from stalwart.master.db.engine import make_session_factory
 from stalwart.master.importer.context import Context, Progress
 from stalwart.master.importer.history import import_experiments
 from stalwart.master.importer.ids import Mappings
+from stalwart.master.importer.logs import import_task_logs
 from stalwart.master.importer.metrics import import_metrics
 from stalwart.master.importer.people import import_projects, import_users, import_workspaces
 from stalwart.master.importer.registry import import_models, import_templates, import_webhooks
@@ -32,6 +33,7 @@ def import_determined(
     *,
     dry_run: bool = False,
     workspace: str | None = None,
+    task_logs: bool = False,
     initial_password: str = "",
     progress: Progress = _quiet,
 ) -> ImportReport:
@@ -42,9 +44,10 @@ def import_determined(
     Idempotent and resumable: what ``import_mappings`` says was imported is not imported again,
     so a second run brings only what is new and a run that was interrupted goes on where its
     last commit left it. ``workspace`` limits the import to one Determined workspace (users are
-    always all imported). ``dry_run`` does the whole import in one transaction and rolls it
-    back (metrics only counted): only the migrations and the built-in users, workspace and
-    project, which any master start writes, stay. Raises NotFoundError for an unknown workspace,
+    always all imported); ``task_logs`` imports the trials' task logs too. ``dry_run`` does the
+    whole import in one transaction and rolls it back (metrics and logs only counted): only the
+    migrations and the built-in users, workspace and project, which any master start writes,
+    stay. Raises NotFoundError for an unknown workspace,
     FailedPreconditionError for a database that is not Determined 0.29 or later.
     """
     started = time.monotonic()
@@ -72,6 +75,7 @@ def import_determined(
             dry_run=dry_run,
             workspaces=chosen,
             progress=progress,
+            task_logs=task_logs,
             filtered=workspace is not None,
         )
         for step in (
@@ -83,9 +87,10 @@ def import_determined(
             import_templates,
             import_webhooks,
             import_metrics,
+            import_task_logs,
         ):
             step(ctx)
-        report.left_out = source.left_out()
+        report.left_out = source.left_out(frozenset({"task_logs"}) if task_logs else frozenset())
         if dry_run:
             session.rollback()
     report.seconds = time.monotonic() - started

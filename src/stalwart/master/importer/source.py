@@ -33,8 +33,8 @@ ENTERPRISE_TABLES: dict[str, str] = {
     "workspace_namespace_bindings": "Kubernetes namespace bindings are not imported",
     "role_assignments": "RBAC role assignments are not imported: give roles with `det rbac`",
     "user_group_membership": "user groups are not imported: recreate them with `det user-group`",
-    "task_logs": "task logs are not imported",
-    "trial_logs": "task logs are not imported",
+    "task_logs": "task logs are imported only with --task-logs",
+    "trial_logs": "task logs of Determined before 0.17 are not imported",
     "rp_workspace_bindings": "resource pool bindings are not imported: pools are this "
     "cluster's own",
     "user_sessions": "login sessions are not imported: users log in again",
@@ -232,6 +232,27 @@ class DeterminedSource:
             while rows := cursor.fetchmany(batch):
                 yield rows
 
+    def log_count(self, task_id: str, after: int) -> int:
+        """How many log lines of the task have an id above ``after``."""
+        row = self.conn.execute(
+            "SELECT count(*) AS n FROM task_logs WHERE task_id = %s AND id > %s", (task_id, after)
+        ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def task_logs(self, task_id: str, after: int, batch: int) -> Iterator[list[Row]]:
+        """The task's log lines with an id above ``after``, in id order, ``batch`` at a time
+        (a server-side cursor)."""
+        with self.conn.cursor(name="task_logs") as cursor:
+            cursor.itersize = batch
+            cursor.execute(
+                "SELECT id, allocation_id, agent_id, container_id, rank_id, source, stdtype, "
+                'level, "timestamp", log FROM task_logs WHERE task_id = %s AND id > %s '
+                "ORDER BY id",
+                (task_id, after),
+            )
+            while rows := cursor.fetchmany(batch):
+                yield rows
+
     def models(self) -> list[Row]:
         return self.all("SELECT * FROM models ORDER BY id")
 
@@ -253,10 +274,13 @@ class DeterminedSource:
             "SELECT * FROM webhook_triggers WHERE webhook_id = %s ORDER BY id", webhook_id
         )
 
-    def left_out(self) -> dict[str, tuple[int, str]]:
-        """The tables the importer leaves alone that hold rows: ``{table: (rows, why)}``."""
+    def left_out(self, imported: frozenset[str] = frozenset()) -> dict[str, tuple[int, str]]:
+        """The tables the importer leaves alone (but ``imported``) that hold rows:
+        ``{table: (rows, why)}``."""
         found: dict[str, tuple[int, str]] = {}
         for table, why in ENTERPRISE_TABLES.items():
+            if table in imported:
+                continue
             query = _NOT_COUNTED.get(table, f"SELECT count(*) AS n FROM {table}")
             try:
                 row = self.conn.execute(query).fetchone()
