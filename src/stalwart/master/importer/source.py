@@ -34,7 +34,7 @@ ENTERPRISE_TABLES: dict[str, str] = {
     "role_assignments": "RBAC role assignments are not imported: give roles with `det rbac`",
     "user_group_membership": "user groups are not imported: recreate them with `det user-group`",
     "task_logs": "task logs are imported only with --task-logs",
-    "trial_logs": "task logs of Determined before 0.17 are not imported",
+    "trial_logs": "the legacy trial_logs table is not imported",
     "rp_workspace_bindings": "resource pool bindings are not imported: pools are this "
     "cluster's own",
     "user_sessions": "login sessions are not imported: users log in again",
