@@ -128,6 +128,26 @@ def test_metrics_and_best_checkpoints_read_back(
     assert seeded.model_checkpoint in best
 
 
+def test_the_paused_experiment_activates_with_its_one_trial(
+    det_venv: Path, imported: tuple[MasterProcess, Determined], tmp_path: Path
+) -> None:
+    """The experiment that was running on Determined: the master has been driving it since it
+    started, and it still has its one trial; activated, it is ACTIVE with that trial."""
+    master, source = imported
+    seeded = source.seeded
+    (trial,) = seeded.trials_of(seeded.single_id)
+    bob = det_at(det_venv, master, tmp_path / "bob")
+    bob.login("bob", seeded.passwords["bob"])
+    bob.ok("experiment", "activate", str(seeded.single_id))
+    described = json.loads(bob.ok("experiment", "describe", str(seeded.single_id), "--json").stdout)
+    assert described[0]["experiment"]["state"] == "STATE_QUEUED"  # ACTIVE, waiting for an agent
+    with sqlite3.connect(master.home / "master.db") as db:
+        rows = db.execute(
+            "SELECT id, latest_checkpoint FROM trials WHERE experiment_id = ?", (seeded.single_id,)
+        ).fetchall()
+    assert rows == [(trial.id, trial.checkpoints[-1])]  # no new trial; resumes from there
+
+
 def test_trial_logs_read_back(alice: Det, imported: tuple[MasterProcess, Determined]) -> None:
     seeded = imported[1].seeded
     trial = seeded.trials_of(seeded.asha_id)[0]

@@ -172,6 +172,14 @@ def _import_experiment(ctx: Context, old_id: int) -> int | None:
                 f"Imported from Determined while {row['state']}: paused. `det e activate` "
                 "resumes its trial from its latest checkpoint."
             )
+        elif row["unmanaged"]:
+            state = "CANCELED"
+            note = (
+                f"Imported from Determined while {row['state']}: canceled. It is unmanaged "
+                "(reported by a script outside the cluster); its trials, metrics and "
+                "checkpoints are here."
+            )
+            ctx.report.skip("experiment_state", old_id, "a live unmanaged experiment (CANCELED)")
         else:
             state = "CANCELED"
             note = (
