@@ -264,6 +264,15 @@ class _Writer:
         return row[0]
 
     def _storage_backend(self) -> int:
+        """The ``storage_backend`` of the ``shared_fs`` storage (one per distinct config, as
+        Determined keeps them)."""
+        found = self.conn.execute(
+            "SELECT b.id FROM storage_backend b JOIN storage_backend_shared_fs f "
+            "ON f.id = b.shared_fs_id WHERE f.host_path = %s",
+            (str(self.storage),),
+        ).fetchone()
+        if found is not None:
+            return int(found[0])
         fs = self.one(
             "INSERT INTO storage_backend_shared_fs (host_path, container_path, propagation) "
             "VALUES (%s, '/determined_shared_fs', 'rprivate') RETURNING id",
@@ -736,3 +745,22 @@ def add_training_metrics(url: str, trial_id: int, count: int, run: int = 7) -> N
             if chunk:
                 copy.write(b"".join(chunk))
         conn.commit()
+
+
+def add_trial(url: str, storage: Path, experiment_id: int, project_id: int) -> SeededTrial:
+    """One more COMPLETED trial of experiment ``experiment_id``, with training and validation
+    metrics and checkpoints, as a search that goes on creates them."""
+    with psycopg.connect(url) as conn:
+        w = _Writer(conn, storage)
+        trial = w.trial(
+            experiment_id,
+            project_id,
+            {"global_batch_size": 64, "lr": 0.02, "hidden": 96},
+            "COMPLETED",
+            seed_value=2000,
+        )
+        for steps in range(50, 201, 50):
+            w.report(trial, steps, round(1.0 / (1 + steps * 0.2), 6))
+        w.finish_trial(trial, 0.03)
+        conn.commit()
+    return trial

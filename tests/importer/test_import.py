@@ -6,7 +6,9 @@ never written."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import psycopg
 import pytest
@@ -31,11 +33,12 @@ from stalwart.master.db.tables import (
     WebhookTrigger,
     Workspace,
 )
-from stalwart.master.importer import import_determined
+from stalwart.master.importer import Skipped, import_determined
 from stalwart.master.importer.source import DeterminedSource
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.passwords import client_hash, verify_password
-from tests.importer.conftest import Determined
+from tests.importer.conftest import Determined, new_determined
+from tests.importer.seed import add_trial
 
 
 def _counts(report: Any) -> dict[str, dict[str, int]]:
@@ -293,3 +296,41 @@ def test_task_logs_come_over_only_when_asked(determined: Determined, target: Eng
             assert list(logs) == seeded_trial.log_lines
     again = import_determined(determined.url, target, task_logs=True)
     assert _counts(again)["task_log"] == {"present": lines}
+
+
+def test_a_live_search_comes_over_canceled_and_its_later_trials_follow(
+    tmp_path: Path, target: Engine
+) -> None:
+    """An ASHA search still running on Determined is imported CANCELED (its searcher's state is
+    Determined's), with a note and a line in the report; trials it creates afterwards come over
+    with their metrics and checkpoints on the next run."""
+    for determined in new_determined(tmp_path / "det-checkpoints"):
+        seeded = determined.seeded
+        with psycopg.connect(determined.url) as conn:
+            conn.execute(
+                "UPDATE experiments SET state = 'ACTIVE', end_time = NULL WHERE id = %s",
+                (seeded.asha_id,),
+            )
+        first = import_determined(determined.url, target)
+        assert Skipped("searcher_state", str(seeded.asha_id), ANY) in first.skipped
+        with Session(target) as session:
+            asha = session.get(Experiment, seeded.asha_id)
+            assert asha is not None
+            assert asha.state == "CANCELED"
+            assert asha.end_time is not None
+            assert "adaptive_asha searcher is Determined's" in asha.notes
+            assert asha.notes.startswith("# Sweep")  # Determined's notes first
+
+        later = add_trial(determined.url, seeded.storage_dir, seeded.asha_id, seeded.project_id)
+        second = import_determined(determined.url, target)
+        counts = _counts(second)
+        assert counts["trial"] == {"imported": 1}
+        assert counts["checkpoint"]["imported"] == len(later.checkpoints)
+        assert counts["metrics"]["imported"] == later.training_reports + later.validation_reports
+        with Session(target) as session:
+            trial = session.get(Trial, later.id)
+            assert trial is not None
+            assert (trial.experiment_id, trial.state) == (seeded.asha_id, "COMPLETED")
+            reports = session.scalar(select(func.count()).where(MetricReport.trial_id == later.id))
+            assert reports == later.training_reports + later.validation_reports
+        assert _counts(import_determined(determined.url, target))["trial"] == {}

@@ -108,11 +108,12 @@ def _paused_searcher(config: dict[str, Any], trials: list[Row]) -> tuple[dict[st
 
 
 def _trial_state(state: str, experiment_state: str) -> str:
+    """A Determined trial's state here, in an experiment imported in ``experiment_state``."""
     if state in _ENDED:
         return _ENDED[state]
     if experiment_state == "PAUSED":
         return "PAUSED"
-    return "CANCELED"
+    return "CANCELED"  # a live trial of an experiment that is not live here
 
 
 def import_experiments(ctx: Context) -> None:
@@ -125,6 +126,7 @@ def import_experiments(ctx: Context) -> None:
             new_id = _import_experiment(ctx, head["id"])
         else:
             ctx.report.count("experiment", "present")
+            _import_new_trials(ctx, head["id"], new_id)
         if new_id is None:
             continue
         for old_trial, new_trial in _trial_pairs(ctx, head["id"]):
@@ -132,6 +134,22 @@ def import_experiments(ctx: Context) -> None:
         for row in ctx.source.checkpoints(head["id"]):
             import_checkpoint(ctx, row)
         ctx.commit()
+
+
+def _import_new_trials(ctx: Context, old_id: int, new_id: int) -> None:
+    """Trials Determined created after the experiment was imported (a search that went on):
+    imported in the state their experiment here allows (ended, or CANCELED). A ``single``
+    experiment has its one trial already: nothing to add to its searcher."""
+    experiment = ctx.session.get(Experiment, new_id)
+    if experiment is None:
+        return  # deleted here since: its mapping stays, nothing is brought back
+    trials = ctx.source.trials(old_id)
+    fresh = [t for t in trials if ctx.ids.get("trial", t["id"]) is None]
+    if not fresh or experiment.searcher_type == "single":
+        return
+    for trial in fresh:
+        _import_trial(ctx, experiment, trial, None)
+    ctx.commit()
 
 
 def _trial_pairs(ctx: Context, experiment_id: int) -> list[tuple[int, int]]:
