@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # runs three at once well (tests/conftest.py keeps each module on one worker).
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
+.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd ui ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,29 @@ demo: $(STAMP)
 	$(BIN)/stalwart envs resolve examples/tensorflow/unpinned.yaml --context examples/tensorflow
 	BIN=$(BIN) bash scripts/demo.sh
 
-lint: $(STAMP)
+# The web UI (ui/: TypeScript, React, uPlot, built by Vite into src/stalwart/master/ui/static,
+# which is committed: `make install` and `make demo` need no Node.js). `make ui` needs Node 20 and
+# npm; `npm ci` runs again only when package-lock.json changed. See docs/contributing/ui.md.
+UI_BUILD := src/stalwart/master/ui/static
+UI_STAMP := ui/node_modules/.installed
+
+$(UI_STAMP): ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund
+	touch $(UI_STAMP)
+
+ui: $(UI_STAMP)
+	cd ui && npm run --silent typecheck
+	cd ui && npm run --silent lint
+	cd ui && npm run --silent build
+
+# Rebuild and compare with what git has: the shipped build must be the build of the source.
+ui-check: ui
+	@git diff --quiet -- $(UI_BUILD) && test -z "$$(git ls-files --others --exclude-standard -- $(UI_BUILD))" || { \
+	  echo "ui-check: $(UI_BUILD) differs from the build of ui/ (rebuilt by 'make ui'):"; \
+	  git status --short -- $(UI_BUILD); \
+	  echo "Commit the rebuilt files (git add $(UI_BUILD)) with the change to ui/."; exit 1; }
+
+lint: $(STAMP) ui-check
 	$(BIN)/ruff check src tests bench examples scripts
 	$(BIN)/ruff format --check src tests bench examples scripts
 
