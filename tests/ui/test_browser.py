@@ -104,11 +104,16 @@ def test_sign_in_list_and_experiment_page(
 
     # Hover the last point of the longest line: the tooltip names a trial with a point there
     # (lines of ASHA trials that stopped at the same batch may end on the same spot).
+    # Once the page is complete (nothing above the chart moves any more), the cursor enters the
+    # plot and comes to rest on that point.
+    expect(page.locator("#checkpoints tbody tr").first).to_be_visible()
     trial_id = max(expected, key=lambda t: expected[t])
+    lines = chart_lines(page, "#chart")
     over = page.locator("#chart .u-over").bounding_box()
     assert over is not None
     left, top = (float(v) for v in lines[trial_id]["end"].split(","))
-    page.mouse.move(over["x"] + left, over["y"] + top)
+    page.mouse.move(over["x"] + over["width"] / 2, over["y"] + over["height"] / 2)
+    page.mouse.move(over["x"] + left, over["y"] + top, steps=4)
     tooltip = page.locator("#chart .tooltip")
     expect(tooltip).to_be_visible()
     expect(tooltip).to_have_text(re.compile(r"Trial \d+ · batches \d+ · "))
