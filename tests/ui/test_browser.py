@@ -97,6 +97,7 @@ def test_sign_in_list_and_experiment_page(
     expect(items).to_have_count(len(expected))
     lines = chart_lines(page, "#chart")
     assert {t: int(a["points"]) for t, a in lines.items()} == expected
+    assert {t: int(a["drawn"]) for t, a in lines.items()} == expected
     served = served_series(cluster.url, asha.id, "loss", "validation")
     for trial_id, attrs in lines.items():
         last = served[trial_id]["values"][-1]
@@ -178,9 +179,9 @@ def test_any_metric_scatter_and_checkpoints(
     ).json()
     assert {s["trialId"]: s["total"] for s in served["trials"]} == expected
     for trial_id, count in expected.items():
-        expect(page.locator(f"#chart li.series[data-trial-id='{trial_id}']")).to_have_attribute(
-            "data-points", str(count)
-        )
+        line = page.locator(f"#chart li.series[data-trial-id='{trial_id}']")
+        expect(line).to_have_attribute("data-points", str(count))
+        expect(line).to_have_attribute("data-drawn", str(count))  # what uPlot holds
     assert "group=training" in page.url
     assert "metric=loss" in page.url
 
@@ -317,3 +318,21 @@ def test_index_and_assets_are_served(cluster: LocalCluster) -> None:
         assert answer.status_code == 200, asset
         assert answer.headers["cache-control"] == ASSET_CACHE, asset
     assert httpx.get(cluster.url + "/ui/assets/missing.js").status_code == 404
+
+
+def test_not_found_pages(page: Page, cluster: LocalCluster) -> None:
+    """An experiment or trial that does not exist says so (no actions, no toast every poll),
+    and an unknown address says the page is not found instead of showing the list."""
+    from playwright.sync_api import expect
+
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/experiments/999999")
+    expect(page.get_by_role("heading", name="Experiment 999999 not found")).to_be_visible()
+    expect(page.locator("[data-action]")).to_have_count(0)
+    expect(page.locator("#toast")).to_have_text("")
+    page.goto(f"{cluster.url}/#/trials/999999")
+    expect(page.get_by_role("heading", name="Trial 999999 not found")).to_be_visible()
+    page.goto(f"{cluster.url}/#/nowhere")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    page.get_by_role("link", name="Go to the experiments").click()
+    expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()

@@ -88,6 +88,11 @@ def test_experiment_page_draws_100_trials(page: Page, big: BigSearch, artifacts:
     }
     assert drawn == {s["trialId"]: len(s["batches"]) for s in served["trials"]}
     assert max(drawn.values()) <= PAGE_POINTS
+    held = {
+        int(str(p.get_attribute("data-trial-id"))): int(str(p.get_attribute("data-drawn")))
+        for p in paths.all()
+    }
+    assert held == drawn  # what uPlot holds, read back after drawing
     # Hovering stays quick: a move over the chart answers with a tooltip.
     box = page.locator("#chart .u-over").bounding_box()
     assert box is not None

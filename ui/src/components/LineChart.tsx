@@ -5,7 +5,8 @@
 // uPlot draws on canvas, so the chart has a DOM twin that people with screen readers and the
 // tests read: the legend, one <li class="series"> per line carrying data-series-id (and
 // data-trial-id), data-points (points drawn), data-last (the last value), data-color and
-// data-end ("left,top" of the last point in CSS pixels inside .u-over); the chart's root says
+// data-end ("left,top" of the last point in CSS pixels inside .u-over) and data-drawn (the points
+// the plot holds, read back from uPlot after drawing); the chart's root says
 // what it shows (role="img", aria-label) and, after a zoom, data-x-min/data-x-max.
 import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
@@ -38,23 +39,42 @@ interface Props {
 
 interface Hover { line: number; point: number; left: number; top: number }
 
-/** The x values of every line, merged and sorted, and each line's y at each of them. */
+/** The x values of every line, merged and sorted, and each line's y at each of them. An x a
+ * line reports n times (a system metric sampled twice at one batch) appears n times, so every
+ * point of every line has its own slot. */
 function align(lines: Line[]): uPlot.AlignedData {
-  const all = new Set<number>();
-  for (const l of lines) for (const x of l.xs) all.add(x);
-  const xs = [...all].sort((a, b) => a - b);
-  const at = new Map(xs.map((x, i) => [x, i]));
-  const out: (number | null)[][] = lines.map((l) => {
+  const most = new Map<number, number>();
+  for (const l of lines) {
+    const seen = new Map<number, number>();
+    for (const x of l.xs) {
+      const n = (seen.get(x) ?? 0) + 1;
+      seen.set(x, n);
+      if (n > (most.get(x) ?? 0)) most.set(x, n);
+    }
+  }
+  const start = new Map<number, number>();
+  const xs: number[] = [];
+  for (const x of [...most.keys()].sort((p, q) => p - q)) {
+    start.set(x, xs.length);
+    for (let k = 0; k < (most.get(x) ?? 0); k += 1) xs.push(x);
+  }
+  const out = lines.map((l) => {
     const ys = new Array<number | null>(xs.length).fill(null);
-    l.xs.forEach((x, j) => { ys[at.get(x) ?? 0] = l.ys[j] ?? null; });
+    const seen = new Map<number, number>();
+    l.xs.forEach((x, j) => {
+      const k = seen.get(x) ?? 0;
+      seen.set(x, k + 1);
+      ys[(start.get(x) ?? 0) + k] = l.ys[j] ?? null;
+    });
     return ys;
   });
   return [xs, ...out] as uPlot.AlignedData;
 }
 
-/** [min, max] with 2% of room on each side (a single value gets one unit). */
-function padded(min: number, max: number): uPlot.Range.MinMax {
-  const d = max > min ? (max - min) * 0.02 : 1;
+/** [min, max] with `share` of the span as room on each side (a single value gets 10% of itself,
+ * or one unit around 0). */
+function padded(min: number, max: number, share: number): uPlot.Range.MinMax {
+  const d = max > min ? (max - min) * share : Math.abs(min) * 0.1 || 1;
   return [min - d, max + d];
 }
 
@@ -64,6 +84,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
   const legendRef = useRef<HTMLUListElement>(null);
   const zoom = useRef<[number, number] | null>(null);
   const linesRef = useRef(lines);
+  linesRef.current = lines;  // what the plot's hooks read (set before the effects below run)
   const [hover, setHover] = useState<Hover | null>(null);
   const theme = useTheme();
   const useLog = log && lines.every((l) => l.ys.every((y) => y > 0));
@@ -107,6 +128,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
         const x = u.valToPos(l.xs[n - 1] ?? 0, "x");
         const y = u.valToPos(l.ys[n - 1] ?? 0, "y");
         li.dataset.end = `${x.toFixed(1)},${y.toFixed(1)}`;
+        li.dataset.drawn = String((u.data[i + 1] ?? []).filter((v) => v !== null && v !== undefined).length);
       });
     };
     const scaled = (u: uPlot, key: string): void => {
@@ -129,9 +151,9 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
       },
       focus: { alpha: 0.2 },
       scales: {
-        // A little room at both ends, so the first and last points are not on the edge.
-        x: { time: false, range: (_u, min, max) => padded(min, max) },
-        y: useLog ? { distr: 3, log: 10 } : {},
+        // A little room at both ends, so the first and last points are not on the edges.
+        x: { time: false, range: (_u, min, max) => padded(min, max, 0.02) },
+        y: useLog ? { distr: 3, log: 10 } : { range: (_u, min, max) => padded(min, max, 0.05) },
       },
       axes: [axis(xLabel), axis(yTitle, { size: 64 })],
       series: [
@@ -154,7 +176,6 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [dataKey, useLog, yTitle, xLabel, syncKey, theme, width === 0]);
 
-  useEffect(() => { linesRef.current = lines; }, [lines]);
   useEffect(() => { plotRef.current?.setSize({ width, height }); }, [width, height]);
 
   const show = (i: number): void => {

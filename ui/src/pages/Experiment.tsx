@@ -4,7 +4,7 @@
 import { useMemo, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import * as api from "../api";
-import { useHashQuery, usePoll } from "../app";
+import { isApiError, useHashQuery, usePoll } from "../app";
 import { trialColor } from "../colors";
 import { CheckpointsTable } from "../components/Checkpoints";
 import { LabelledSelect, StateCell, Summary, useTitle } from "../components/common";
@@ -52,7 +52,13 @@ function ExperimentView({ id }: { id: number }) {
     setQuery({ group, metric, hp, ...patch });
   };
 
+  const [missing, setMissing] = useState(false);
   const refresh = usePoll(async (signal) => {
+    const found = await api.get<{ experiment: Experiment }>(`/experiments/${id}`, signal).catch((err: unknown) => {
+      if (isApiError(err, 404)) return null;
+      throw err;
+    });
+    if (found === null) { setMissing(true); return false; }  // nothing to poll for
     const [{ experiment }, trialsData, ckptData] = await Promise.all([
       api.get<{ experiment: Experiment }>(`/experiments/${id}`, signal),
       api.get<{ trials?: Trial[] }>(`/experiments/${id}/trials?limit=1000`, signal),
@@ -115,6 +121,15 @@ function ExperimentView({ id }: { id: number }) {
   ] : [];
   const metricOptions = (names ?? (metric ? [metric] : [])).map((m): [string, string] => [m, m]);
 
+  if (missing) {
+    return (
+      <>
+        <p><Link to="/experiments">← Experiments</Link></p>
+        <h1>Experiment {id} not found</h1>
+        <p className="empty">There is no experiment {id}, or you may not see it.</p>
+      </>
+    );
+  }
   return (
     <>
       <p><Link to="/experiments">← Experiments</Link></p>

@@ -4,7 +4,7 @@
 import { useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import * as api from "../api";
-import { usePoll } from "../app";
+import { isApiError, usePoll } from "../app";
 import { GROUP_COLORS, lineColor } from "../colors";
 import { CheckpointsTable } from "../components/Checkpoints";
 import { Summary, useTitle } from "../components/common";
@@ -82,7 +82,13 @@ function TrialView({ id }: { id: number }) {
   const [ended, setEnded] = useState(false);
   useTitle(`Trial ${id} · Stalwart`);
 
+  const [missing, setMissing] = useState(false);
   usePoll(async (signal) => {
+    const found = await api.get<{ trial: Trial }>(`/trials/${id}`, signal).catch((err: unknown) => {
+      if (isApiError(err, 404)) return null;
+      throw err;
+    });
+    if (found === null) { setMissing(true); return false; }  // nothing to poll for
     const [{ trial: t }, names, ckptData] = await Promise.all([
       api.get<{ trial: Trial }>(`/trials/${id}`, signal),
       api.get<MetricNames>(`/ui/trials/${id}/metric-names`, signal),
@@ -118,6 +124,15 @@ function TrialView({ id }: { id: number }) {
 
   const t = loaded?.t;
   const charts = loaded?.charts;
+  if (missing) {
+    return (
+      <>
+        <p><Link to="/experiments">← Experiments</Link></p>
+        <h1>Trial {id} not found</h1>
+        <p className="empty">There is no trial {id}, or you may not see it.</p>
+      </>
+    );
+  }
   return (
     <>
       <p>{t ? <Link to={`/experiments/${t.experimentId}`}>← Experiment {t.experimentId}</Link> : <Link to="/experiments">← Experiments</Link>}</p>
