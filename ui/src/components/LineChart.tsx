@@ -102,6 +102,9 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
     const xsAll = current.flatMap((l) => l.xs);
     const lo = Math.min(...xsAll);
     const hi = Math.max(...xsAll);
+    // The mouse over this chart picks the point nearest to it; a cursor moved by a synced chart
+    // (the mouse is elsewhere) picks the point nearest to its batch.
+    let inside = false;
     const nearest = (u: uPlot): void => {
       const { left, top } = u.cursor;
       if (left === undefined || top === undefined || left < 0) { setHover(null); u.setSeries(null, { focus: true }); return; }
@@ -112,7 +115,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
           const px = u.valToPos(x, "x");
           if (Math.abs(px - left) > 60) return;
           const py = u.valToPos(l.ys[j] ?? NaN, "y");
-          const d = (px - left) ** 2 + (py - top) ** 2;
+          const d = (px - left) ** 2 + (inside ? (py - top) ** 2 : 0);
           if (d < bestD) { bestD = d; best = { line: i, point: j, left: px, top: py }; }
         });
       });
@@ -166,6 +169,8 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
       hooks: { setCursor: [nearest], draw: [markEnds], setScale: [scaled] },
     };
     const plot = new uPlot(opts, align(current), node);
+    plot.over.addEventListener("mouseenter", () => { inside = true; });
+    plot.over.addEventListener("mouseleave", () => { inside = false; });
     plot.root.setAttribute("role", "img");
     plot.root.setAttribute("aria-label", `${yTitle} against ${xLabel}, ${current.length} ${current.some((l) => l.trialId !== undefined) ? "trials" : "lines"}`);
     if (zoom.current) plot.setScale("x", { min: zoom.current[0], max: zoom.current[1] });
