@@ -1,7 +1,7 @@
 // What every page uses from the shell: toasts, error handling (a 401 goes to sign-in), polling
 // tied to the page's life, and the query part of the hash (#/experiments?state=ACTIVE).
 import { createContext, useCallback, useContext, useEffect, useLayoutEffect, useRef } from "react";
-import { useSearchParams } from "react-router-dom";
+import { NavigationType, useNavigationType, useSearchParams } from "react-router-dom";
 import { ApiError } from "./api";
 
 export interface Shell {
@@ -58,24 +58,31 @@ export function usePoll(refresh: Refresh, key: string): () => void {
 }
 
 /** The hash's query, and a setter that replaces it (empty values dropped) without adding a
- * history entry. `onExternal` runs when the query changes by other means (a link or a typed
- * address): the page then reads its choices from it again. */
+ * history entry. `onExternal` runs when the query changes by other means (a link followed, an
+ * address typed, back or forward: a POP navigation), and the page reads its choices from it
+ * again; the page's own writes (REPLACE) never come back to it, even when the router renders an
+ * older one late. */
 export function useHashQuery(onExternal?: (params: URLSearchParams) => void): [URLSearchParams, (params: Record<string, string>) => void] {
   const [params, setParams] = useSearchParams();
+  const navigationType = useNavigationType();
   const search = params.toString();
   const written = useRef(search);
   const external = useRef(onExternal);
   useLayoutEffect(() => { external.current = onExternal; });
   useEffect(() => {
-    if (search === written.current) return;
+    if (navigationType !== NavigationType.Pop || search === written.current) return;
     written.current = search;
     external.current?.(new URLSearchParams(search));
-  }, [search]);
+  }, [search, navigationType]);
+  // The setter keeps its identity across navigations (react-router's does not), so that a page's
+  // effect that writes its choices runs when they change, never with stale ones on a navigation.
+  const setParamsRef = useRef(setParams);
+  useLayoutEffect(() => { setParamsRef.current = setParams; });
   const set = useCallback((values: Record<string, string>) => {
     const kept: Record<string, string> = {};
     for (const [k, v] of Object.entries(values)) if (v) kept[k] = v;
     written.current = new URLSearchParams(kept).toString();
-    setParams(kept, { replace: true });
-  }, [setParams]);
+    setParamsRef.current(kept, { replace: true });
+  }, []);
   return [params, set];
 }
