@@ -34,3 +34,12 @@ export function hpText(v: unknown): string {
   if (typeof v === "string") return v;
   return JSON.stringify(v ?? null);
 }
+
+/** A number with an SI prefix (k, M, G, T) and 3 significant digits: 7.04e6 -> "7.04M". */
+export function si(v: number): string {
+  const a = Math.abs(v);
+  for (const [limit, prefix] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]] as const) {
+    if (a >= limit) return `${Number((v / limit).toPrecision(3))}${prefix}`;
+  }
+  return fmt(v);
+}

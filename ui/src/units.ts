@@ -14,3 +14,6 @@ const UNITS: Record<string, string> = {
 
 /** The unit of a system metric's leaf name ("" when unknown). */
 export const unitOf = (leaf: string): string => UNITS[leaf] ?? "";
+
+/** Units whose values are counts of bytes or operations: ticks read 7.04M rather than 7.04e+6. */
+export const prefixed = (unit: string): boolean => ["B", "B/s", "ops/s"].includes(unit);

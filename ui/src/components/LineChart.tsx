@@ -10,8 +10,9 @@
 // what it shows (role="img", aria-label) and, after a zoom, data-x-min/data-x-max.
 import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
-import { fmt } from "../format";
+import { fmt, si } from "../format";
 import { useTheme } from "../theme";
+import { prefixed } from "../units";
 import { axis, heightFor, zoomedIn } from "./chartTheme";
 import { useWidth } from "./useWidth";
 
@@ -29,6 +30,9 @@ interface Props {
   xLabel: string;
   yLabel: string;
   unit?: string;
+  /** The y axis' title when it should be shorter than yLabel (a trial's system charts: the unit,
+   * their caption names the metric). */
+  axisLabel?: string;
   log?: boolean;
   legendLabel: string;
   /** Charts with the same key move their cursors together. */
@@ -78,7 +82,7 @@ function padded(min: number, max: number, share: number): uPlot.Range.MinMax {
   return [min - d, max + d];
 }
 
-export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legendLabel, syncKey, aspect = 0.4 }: Props) {
+export function LineChart({ lines, xLabel, yLabel, unit = "", axisLabel, log = false, legendLabel, syncKey, aspect = 0.4 }: Props) {
   const [box, width] = useWidth<HTMLDivElement>();
   const plotRef = useRef<uPlot | null>(null);
   const legendRef = useRef<HTMLUListElement>(null);
@@ -89,6 +93,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
   const theme = useTheme();
   const useLog = log && lines.every((l) => l.ys.every((y) => y > 0));
   const yTitle = `${yLabel}${unit ? ` (${unit})` : ""}${useLog ? " (log)" : ""}`;
+  const axisTitle = axisLabel === undefined ? yTitle : `${axisLabel}${useLog ? " (log)" : ""}`;
   const dataKey = useMemo(() => JSON.stringify(lines.map((l) => [l.id, l.label, l.color, l.xs, l.ys])), [lines]);
   const height = heightFor(width, aspect);
   const sizeRef = useRef({ width, height });
@@ -158,7 +163,13 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
         x: { time: false, range: (_u, min, max) => padded(min, max, 0.02) },
         y: useLog ? { distr: 3, log: 10 } : { range: (_u, min, max) => padded(min, max, 0.05) },
       },
-      axes: [axis(xLabel), axis(yTitle, { size: 64 })],
+      axes: [
+        axis(xLabel),
+        axis(axisTitle, {
+          size: 64,
+          ...(prefixed(unit) ? { values: (_u: uPlot, splits: number[]) => splits.map((v) => si(v)) } : {}),
+        }),
+      ],
       series: [
         {},
         ...current.map((l) => ({
@@ -179,7 +190,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
     return () => { plot.destroy(); plotRef.current = null; };
     // dataKey stands for `lines` (compared by value: a poll that changed nothing redraws nothing).
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [dataKey, useLog, yTitle, xLabel, syncKey, theme, width === 0]);
+  }, [dataKey, useLog, yTitle, axisTitle, xLabel, syncKey, theme, width === 0]);
 
   useEffect(() => { plotRef.current?.setSize({ width, height }); }, [width, height]);
 
@@ -209,7 +220,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", log = false, legen
             <>
               <span className="marker" style={{ left: offset.x + hover.left, top: offset.y + hover.top, background: hovered.color }} />
               <div className="tooltip" role="status" style={{ left: Math.max(0, Math.min(offset.x + hover.left + 12, width - 260)), top: Math.max(0, offset.y + hover.top - 40) }}>
-                {`${hovered.label} · ${xLabel} ${hovered.xs[hover.point] ?? ""} · ${yLabel} ${fmt(hovered.ys[hover.point])}${unit ? ` ${unit}` : ""}`}
+                {`${hovered.label} · ${xLabel} ${hovered.xs[hover.point] ?? ""} · ${yLabel} ${prefixed(unit) ? si(hovered.ys[hover.point] ?? NaN) : fmt(hovered.ys[hover.point])}${unit ? ` ${unit}` : ""}`}
               </div>
             </>
           )}

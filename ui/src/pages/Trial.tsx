@@ -69,6 +69,7 @@ function Charts({ charts, kind, syncKey }: { charts: Chart[]; kind: string; sync
         <figure key={c.key} className={`${kind}-chart`} data-key={c.key} aria-labelledby={`${kind}-${i}-caption`}>
           <figcaption id={`${kind}-${i}-caption`}>{c.unit ? `${c.title} (${c.unit})` : c.title}</figcaption>
           <LineChart lines={c.lines} xLabel="batches" yLabel={c.title} unit={c.unit} legendLabel={`Lines of ${c.title}`}
+            axisLabel={kind === "system" ? (c.unit || c.key.split(SEP).pop()) : undefined}
             syncKey={syncKey} aspect={0.5} />
         </figure>
       ))}
