@@ -142,9 +142,9 @@ def test_trial_page_charts_and_checkpoints(
     loss = page.locator("#metric-charts figure[data-key='loss']")
     for group in ("training", "validation"):
         count = sum(1 for r in trial.metrics(group) if not r.archived)
-        line = loss.locator(f"li.series[data-series-id='{group}']")
-        expect(line).to_have_attribute("data-points", str(count))
-        expect(line).to_have_attribute("data-drawn", str(count))
+        series = loss.locator(f"li.series[data-series-id='{group}']")
+        expect(series).to_have_attribute("data-points", str(count))
+        expect(series).to_have_attribute("data-drawn", str(count))
 
     # System metrics: the profiler's groups, a chart per metric, a line per agent.
     expected = system_counts(cluster.url, trial.id)
