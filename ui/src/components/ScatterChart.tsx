@@ -16,11 +16,13 @@ interface Props {
   points: Point[];
   xLabel: string;
   yLabel: string;
+  /** The y axis' title when it should be shorter than yLabel (narrow charts clip it). */
+  axisLabel?: string;
   logX?: boolean;
   onPick?: (id: number) => void;
 }
 
-export function ScatterChart({ points, xLabel, yLabel, logX = false, onPick }: Props) {
+export function ScatterChart({ points, xLabel, yLabel, axisLabel, logX = false, onPick }: Props) {
   const [box, width] = useWidth<HTMLDivElement>();
   const plotRef = useRef<uPlot | null>(null);
   const [placed, setPlaced] = useState<{ left: number; top: number }[]>([]);
@@ -60,7 +62,7 @@ export function ScatterChart({ points, xLabel, yLabel, logX = false, onPick }: P
         x: useLog ? { time: false, distr: 3, log: 10 } : { time: false, range: (_u, lo, hi) => pad(lo, hi) },
         y: { range: (_u, lo, hi) => pad(lo, hi) },
       },
-      axes: [axis(useLog ? `${xLabel} (log)` : xLabel), axis(yLabel, { size: 64 })],
+      axes: [axis(useLog ? `${xLabel} (log)` : xLabel), axis(axisLabel ?? yLabel, { size: 64 })],
       series: [{}, { paths: () => null, points: { show: false } }],
       hooks: { draw: [place] },
     }, data, node);
@@ -68,7 +70,7 @@ export function ScatterChart({ points, xLabel, yLabel, logX = false, onPick }: P
     plotRef.current = plot;
     return () => { plot.destroy(); plotRef.current = null; };
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [dataKey, useLog, xLabel, yLabel, theme, width === 0]);
+  }, [dataKey, useLog, xLabel, yLabel, axisLabel, theme, width === 0]);
 
   useEffect(() => { plotRef.current?.setSize({ width, height }); }, [width, height]);
 

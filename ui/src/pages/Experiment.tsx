@@ -161,7 +161,7 @@ function ExperimentView({ id }: { id: number }) {
         </label>
       </div>
       <div id="scatter">
-        {series && <ScatterChart points={points} xLabel={hpPicked} yLabel={`latest ${group} ${picked}`} logX={logX}
+        {series && <ScatterChart points={points} xLabel={hpPicked} yLabel={`latest ${group} ${picked}`} axisLabel={picked} logX={logX}
           onPick={(tid) => navigate(`/trials/${tid}`)} />}
       </div>
 
