@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import b1, b2, b3, b4, b5, cluster, harness, load, master_api, slurm, soak
+from bench import b1, b2, b3, b4, b5, cluster, harness, importer, load, master_api, slurm, soak
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -56,6 +56,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     load.NAME: (
         load.run,
         "load on PostgreSQL: 100 trials x 10 Hz metrics x 5 min: loss, p99 ingest, master RSS",
+    ),
+    importer.NAME: (
+        importer.run,
+        "stalwart import determined: a Determined 0.38.1 history with 1,000,000 metric reports",
     ),
     soak.NAME: (
         soak.run,

@@ -1,8 +1,9 @@
-"""Metrics in bulk: a million reports in under a minute, and an import killed halfway that,
-run again, ends complete with nothing doubled. Both drive real processes and databases: the
-seeded Determined database gets extra training reports by ``COPY``; the kill test runs
-``stalwart import determined`` as a subprocess and SIGKILLs it once it has committed some
-metrics."""
+"""Metrics in bulk: many reports arrive whole and in order across batches, and an import
+killed halfway that, run again, ends complete with nothing doubled (the million-report timing
+is the ``importer`` benchmark: ``python -m bench run importer``). Both drive real processes
+and databases: the seeded Determined database gets extra training reports by ``COPY``; the
+kill test runs ``stalwart import determined`` as a subprocess and SIGKILLs it once it has
+committed some metrics."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from sqlalchemy.orm import Session
 from stalwart.master.db.engine import make_engine
 from stalwart.master.db.tables import Checkpoint, Experiment, MetricReport, Trial
 from stalwart.master.importer import import_determined
+from stalwart.master.importer.metrics import BATCH
 from tests.importer.conftest import Determined, new_determined
 from tests.importer.seed import add_training_metrics
 
-MILLION = 1_000_000
+MANY = 5 * BATCH + 7
+"""Reports added to one trial: several full batches and a partial one."""
 KILL_TEST_REPORTS = 300_000
 
 
@@ -44,17 +47,16 @@ def _source_reports(url: str) -> int:
     return int(row[0])
 
 
-def test_a_million_metric_reports_in_under_a_minute(
+def test_many_metric_reports_arrive_whole_across_batches(
     own_determined: Determined, pg_url: str
 ) -> None:
     first = next(iter(own_determined.seeded.trials))
-    add_training_metrics(own_determined.url, first, MILLION)
+    add_training_metrics(own_determined.url, first, MANY)
     engine = make_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
         report = import_determined(own_determined.url, engine)
         assert report.imported("metrics") == _source_reports(own_determined.url)
-        assert report.imported("metrics") > MILLION
-        assert report.seconds < 60, f"{report.seconds:.1f} s for {report.imported('metrics')}"
+        assert report.imported("metrics") > MANY
         with Session(engine) as session:
             total = session.scalar(select(func.count()).select_from(MetricReport))
             assert total == report.imported("metrics")
@@ -64,8 +66,8 @@ def test_a_million_metric_reports_in_under_a_minute(
                 .order_by(MetricReport.steps_completed.desc())
                 .limit(1)
             ).one()
-            assert last.steps_completed == MILLION
-            assert last.metrics == {"loss": 1.0 / MILLION}
+            assert last.steps_completed == MANY
+            assert last.metrics == {"loss": 1.0 / MANY}
             assert last.batch_metrics == []
     finally:
         engine.dispose()
