@@ -9,7 +9,9 @@ import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
 import { LoginPage } from "./pages/Login";
 import { NotFoundPage } from "./pages/NotFound";
+import { SettingsPage } from "./pages/Settings";
 import { TasksPage } from "./pages/Tasks";
+import { TemplatesPage } from "./pages/Templates";
 import { TrialPage } from "./pages/Trial";
 import { WebhooksPage } from "./pages/Webhooks";
 import { initialTheme, savedTheme, saveTheme, ThemeContext, type Theme } from "./theme";
@@ -19,6 +21,7 @@ const NAV: [string, string, RegExp][] = [
   ["nav-tasks", "Tasks", /^\/tasks/],
   ["nav-cluster", "Cluster", /^\/cluster/],
   ["nav-webhooks", "Webhooks", /^\/webhooks/],
+  ["nav-templates", "Templates", /^\/templates/],
 ];
 
 export function App() {
@@ -95,6 +98,8 @@ export function App() {
           </nav>
           <span className="spacer" />
           <span id="who" aria-live="polite">{signedIn ? `Signed in as ${api.username()}` : ""}</span>
+          <Link id="nav-settings" to="/settings" hidden={!signedIn}
+            aria-current={signedIn && location.pathname === "/settings" ? "page" : undefined}>Settings</Link>
           <button type="button" id="theme-toggle" aria-pressed={theme === "dark"} onClick={toggleTheme}
             aria-label={`Switch to the ${theme === "dark" ? "light" : "dark"} theme`}>
             {theme === "dark" ? "Light theme" : "Dark theme"}
@@ -112,6 +117,8 @@ export function App() {
               <Route path="/tasks" element={<TasksPage />} />
               <Route path="/cluster" element={<ClusterPage />} />
               <Route path="/webhooks" element={<WebhooksPage />} />
+              <Route path="/templates" element={<TemplatesPage />} />
+              <Route path="/settings" element={<SettingsPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}
