@@ -9,11 +9,14 @@ import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
 import { LoginPage } from "./pages/Login";
 import { NotFoundPage } from "./pages/NotFound";
+import { ProjectPage } from "./pages/Project";
 import { SettingsPage } from "./pages/Settings";
 import { TasksPage } from "./pages/Tasks";
 import { TemplatesPage } from "./pages/Templates";
 import { TrialPage } from "./pages/Trial";
 import { WebhooksPage } from "./pages/Webhooks";
+import { WorkspacePage } from "./pages/Workspace";
+import { WorkspacesPage } from "./pages/Workspaces";
 import { initialTheme, savedTheme, saveTheme, ThemeContext, type Theme } from "./theme";
 
 const NAV: [string, string, RegExp][] = [
@@ -22,6 +25,7 @@ const NAV: [string, string, RegExp][] = [
   ["nav-cluster", "Cluster", /^\/cluster/],
   ["nav-webhooks", "Webhooks", /^\/webhooks/],
   ["nav-templates", "Templates", /^\/templates/],
+  ["nav-workspaces", "Workspaces", /^\/(workspaces|projects)/],
 ];
 
 export function App() {
@@ -119,6 +123,9 @@ export function App() {
               <Route path="/webhooks" element={<WebhooksPage />} />
               <Route path="/templates" element={<TemplatesPage />} />
               <Route path="/settings" element={<SettingsPage />} />
+              <Route path="/workspaces" element={<WorkspacesPage />} />
+              <Route path="/workspaces/:id" element={<WorkspacePage />} />
+              <Route path="/projects/:id" element={<ProjectPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}

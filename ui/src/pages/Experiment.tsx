@@ -7,6 +7,7 @@ import * as api from "../api";
 import { isApiError, useHashQuery, usePoll } from "../app";
 import { trialColor } from "../colors";
 import { CheckpointsTable } from "../components/Checkpoints";
+import { Breadcrumbs, experimentCrumbs } from "../components/Breadcrumbs";
 import { LabelledSelect, StateCell, Summary, useTitle } from "../components/common";
 import { LineChart, type Line } from "../components/LineChart";
 import { ScatterChart } from "../components/ScatterChart";
@@ -133,6 +134,7 @@ function ExperimentView({ id }: { id: number }) {
   return (
     <>
       <p><Link to="/experiments">← Experiments</Link></p>
+      {e && <Breadcrumbs crumbs={experimentCrumbs(e)} />}
       <h1>{e ? `Experiment ${e.id}: ${e.name}` : `Experiment ${id}`}</h1>
       <Summary facts={facts} />
       {e && <ExperimentActions id={id} state={e.state} after={refresh} />}

@@ -46,8 +46,9 @@ const filtersOf = (q: URLSearchParams): Filters => ({
   state: q.get("state") ?? "", user: q.get("user") ?? "", label: q.get("label") ?? "", q: q.get("q") ?? "",
 });
 
-export function ExperimentsPage() {
-  useTitle("Experiments · Stalwart");
+/** The experiments list; with `projectId` (the project page) only that project's, under an h2. */
+export function ExperimentsPage({ projectId }: { projectId?: number } = {}) {
+  useTitle("Experiments · Stalwart");  // the project page sets its own after (parent effects run last)
   const [query, setQuery] = useHashQuery((q) => setFilters(filtersOf(q)));
   const [filters, setFilters] = useState<Filters>(() => filtersOf(query));
   const [applied, setApplied] = useState(filters);
@@ -61,7 +62,7 @@ export function ExperimentsPage() {
     return () => window.clearTimeout(timer);
   }, [filters, setQuery]);
 
-  const key = JSON.stringify(applied);
+  const key = JSON.stringify({ ...applied, projectId });
   const refresh = usePoll(async (signal) => {
     const f = applied;
     const qs = new URLSearchParams({ sortBy: "SORT_BY_ID", orderBy: "ORDER_BY_DESC", limit: "200" });
@@ -69,6 +70,7 @@ export function ExperimentsPage() {
     if (f.user) qs.append("users", f.user);
     if (f.label.trim()) qs.append("labels", f.label.trim());
     if (f.q.trim()) qs.set("name", f.q.trim());
+    if (projectId) qs.set("projectId", String(projectId));
     const [answer, userList] = await Promise.all([
       api.get<{ experiments?: Experiment[]; pagination?: { total?: number } }>(`/experiments?${qs.toString()}`, signal),
       users === null ? api.get<{ users?: { username: string }[] }>("/users", signal).catch(() => null) : null,
@@ -85,7 +87,7 @@ export function ExperimentsPage() {
   const total = data?.total ?? 0;
   return (
     <>
-      <h1 id="experiments-title">Experiments</h1>
+      {projectId ? <h2 id="experiments-title">Experiments</h2> : <h1 id="experiments-title">Experiments</h1>}
       <form className="filters" role="search" aria-label="Filter experiments" onSubmit={(e) => e.preventDefault()}>
         <LabelledSelect id="filter-state" label="State" value={filters.state}
           options={[["", "Any state"], ...STATES.map((s): [string, string] => [s, s])]} onChange={(state) => set({ state })} />
