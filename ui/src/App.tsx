@@ -8,6 +8,8 @@ import { ClusterPage } from "./pages/Cluster";
 import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
 import { LoginPage } from "./pages/Login";
+import { ModelPage } from "./pages/Model";
+import { ModelsPage } from "./pages/Models";
 import { NotFoundPage } from "./pages/NotFound";
 import { ProjectPage } from "./pages/Project";
 import { SettingsPage } from "./pages/Settings";
@@ -26,6 +28,7 @@ const NAV: [string, string, RegExp][] = [
   ["nav-webhooks", "Webhooks", /^\/webhooks/],
   ["nav-templates", "Templates", /^\/templates/],
   ["nav-workspaces", "Workspaces", /^\/(workspaces|projects)/],
+  ["nav-models", "Models", /^\/models/],
 ];
 
 export function App() {
@@ -126,6 +129,8 @@ export function App() {
               <Route path="/workspaces" element={<WorkspacesPage />} />
               <Route path="/workspaces/:id" element={<WorkspacePage />} />
               <Route path="/projects/:id" element={<ProjectPage />} />
+              <Route path="/models" element={<ModelsPage />} />
+              <Route path="/models/:name" element={<ModelPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}
