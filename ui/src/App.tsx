@@ -7,6 +7,7 @@ import { isAbort, ShellContext, type Shell } from "./app";
 import { ClusterPage } from "./pages/Cluster";
 import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
+import { JobsPage } from "./pages/Jobs";
 import { LoginPage } from "./pages/Login";
 import { ModelPage } from "./pages/Model";
 import { ModelsPage } from "./pages/Models";
@@ -29,6 +30,7 @@ const NAV: [string, string, RegExp][] = [
   ["nav-templates", "Templates", /^\/templates/],
   ["nav-workspaces", "Workspaces", /^\/(workspaces|projects)/],
   ["nav-models", "Models", /^\/models/],
+  ["nav-jobs", "Jobs", /^\/jobs/],
 ];
 
 export function App() {
@@ -131,6 +133,7 @@ export function App() {
               <Route path="/projects/:id" element={<ProjectPage />} />
               <Route path="/models" element={<ModelsPage />} />
               <Route path="/models/:name" element={<ModelPage />} />
+              <Route path="/jobs" element={<JobsPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}
