@@ -1,7 +1,7 @@
 // #/settings: the signed-in user's own settings (GET /me): the display name (PATCH /users/ID
 // {displayName}; empty clears it) and the password (POST /users/ID/password). A password change
-// first checks the current password (a sign-in that keeps no cookie, whose session the change
-// then ends) and that the new one was typed twice alike; the master ends every other session of
+// first checks the current password (a sign-in that keeps no cookie, whose session is ended at
+// once) and that the new one was typed twice alike; the master ends every other session of
 // the user and keeps this one.
 import { useState } from "react";
 import * as api from "../api";
@@ -47,7 +47,9 @@ export function SettingsPage() {
     setPwError("");
     if (pw.next !== pw.again) { setPwError("The new password and its repetition differ."); return; }
     try {
-      await api.call("POST", "/auth/login", { username: me.username, password: pw.current });
+      const check = await api.call<{ token: string }>("POST", "/auth/login", { username: me.username, password: pw.current });
+      // End the checking session at once (best effort): it was only a proof of the password.
+      await fetch("/api/v1/auth/logout", { method: "POST", credentials: "omit", headers: { Authorization: `Bearer ${check.token}` } }).catch(() => undefined);
     } catch (err) {
       if (err instanceof api.ApiError && err.status === 401) { setPwError("The current password is wrong."); return; }
       handle(err);

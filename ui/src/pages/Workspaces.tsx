@@ -4,7 +4,7 @@
 // Pin/Unpin (POST /workspaces/ID/pin|unpin) and Archive/Unarchive (POST
 // /workspaces/ID/archive|unarchive, archiving after confirm). The built-in Uncategorized
 // workspace cannot be archived (the master says so).
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { Link } from "react-router-dom";
 import * as api from "../api";
 import { useHashQuery, usePoll, useShell } from "../app";
@@ -27,8 +27,11 @@ export async function workspaces(archived: boolean, signal?: AbortSignal): Promi
 export function WorkspacesPage() {
   useTitle("Workspaces · Stalwart");
   const { toast, handle } = useShell();
-  const [query, setQuery] = useHashQuery();
-  const showArchived = query.get("archived") === "1";
+  // The choice is the page's state (a controlled checkbox follows a click at once), written to
+  // the hash and read back from it when the address changes by other means.
+  const [query, setQuery] = useHashQuery((q) => setShowArchived(q.get("archived") === "1"));
+  const [showArchived, setShowArchived] = useState(query.get("archived") === "1");
+  useEffect(() => { setQuery(showArchived ? { archived: "1" } : {}); }, [showArchived, setQuery]);
   const [items, setItems] = useState<Workspace[] | null>(null);
   const [name, setName] = useState("");
   const [error, setError] = useState("");
@@ -70,7 +73,7 @@ export function WorkspacesPage() {
       <h1 id="workspaces-title">Workspaces</h1>
       <form className="filters" aria-label="Workspace filters" onSubmit={(e) => e.preventDefault()}>
         <label className="field"><input type="checkbox" id="show-archived" checked={showArchived}
-          onChange={(e) => setQuery(e.target.checked ? { archived: "1" } : {})} />Show archived</label>
+          onChange={(e) => setShowArchived(e.target.checked)} />Show archived</label>
       </form>
       <p id="workspaces-count" className="muted" aria-live="polite">{items ? `${list.length} workspace${list.length === 1 ? "" : "s"}` : ""}</p>
       <Table id="workspaces" labelledBy="workspaces-title" columns={["ID", "Name", "Projects", "Experiments", "Owner", "State", "Actions"]}>
