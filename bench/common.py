@@ -165,12 +165,16 @@ class MasterProcess:
 
 
 @contextmanager
-def running_master(home: Path, *, start_timeout_s: float = 60.0) -> Iterator[MasterProcess]:
-    """Run ``stalwart master --home HOME`` on a free loopback port until the block ends."""
+def running_master(
+    home: Path, *, start_timeout_s: float = 60.0, extra_args: Sequence[str] = ()
+) -> Iterator[MasterProcess]:
+    """Run ``stalwart master --home HOME [EXTRA_ARGS]`` on a free loopback port until the
+    block ends (``extra_args``: e.g. ``["--db", url]``)."""
     port = _free_port()
     log_path = home.parent / "master.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STALWART_", "DET_"))}
     cmd = [_stalwart_executable(), "master", "--port", str(port), "--home", str(home)]
+    cmd += list(extra_args)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env

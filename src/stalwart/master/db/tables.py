@@ -279,6 +279,12 @@ class Experiment(Base):
     # no trial and runs nothing for it. Its external id (unique) finds it again.
     unmanaged: Mapped[bool] = mapped_column(Boolean, server_default=false())
     external_experiment_id: Mapped[str | None] = mapped_column(String(255), index=True, unique=True)
+    best_trial_id: Mapped[int | None] = mapped_column(Integer)
+    """Its trial with the best searcher metric value (ties: the lowest id); null before any.
+    Kept by :func:`stalwart.master.services.metrics.refresh_experiment_best`, in the
+    transaction that changes a trial's ``searcher_metric_value``."""
+    best_searcher_metric: Mapped[float | None] = mapped_column(Float)
+    """That trial's searcher metric value (what the experiment list sorts and shows)."""
 
 
 class Trial(Base):

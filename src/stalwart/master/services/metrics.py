@@ -10,7 +10,9 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
    the first report after a restart);
 3. one ``INSERT`` of the report;
 4. for ``validation`` reports only: the trial's best searcher metric value is lowered (or
-   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``.
+   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``, and the
+   experiment's ``best_trial_id`` / ``best_searcher_metric`` are recomputed from its trials
+   (:func:`refresh_experiment_best`; what the experiment list sorts and shows).
 
 :func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
 transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
@@ -77,6 +79,7 @@ __all__ = [
     "lttb_indices",
     "metric_series",
     "parse_metric_value",
+    "refresh_experiment_best",
     "report_metrics",
     "report_metrics_many",
     "require_trials",
@@ -473,7 +476,35 @@ def _update_best(
             .values(searcher_metric_value=value)
             .execution_options(synchronize_session=False)
         )
+    refresh_experiment_best(
+        session, {experiment_of[t]: settings.get(experiment_of[t], (None, True))[1] for t in trials}
+    )
     return values
+
+
+def refresh_experiment_best(session: Session, smaller_is_better: Mapping[int, bool]) -> None:
+    """Recompute each experiment's ``best_trial_id`` and ``best_searcher_metric`` from its
+    trials' ``searcher_metric_value`` (``{experiment id: searcher.smaller_is_better}``): the
+    best value, ties to the lowest trial id; both null when no trial has one. One ``UPDATE``
+    per experiment, in the caller's transaction (the one door that changes trial values)."""
+    for experiment_id, smaller in sorted(smaller_is_better.items()):
+        value = Trial.searcher_metric_value
+        best = (
+            select(Trial.id, value)
+            .where(Trial.experiment_id == experiment_id, value.is_not(None))
+            .order_by(value.asc() if smaller else value.desc(), Trial.id.asc())
+            .limit(1)
+        )
+        found = session.execute(best).first()
+        session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id)
+            .values(
+                best_trial_id=found[0] if found else None,
+                best_searcher_metric=found[1] if found else None,
+            )
+            .execution_options(synchronize_session=False)
+        )
 
 
 def _json_path_safe(key: str) -> bool:
