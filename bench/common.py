@@ -106,11 +106,19 @@ class HttpClient:
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         """Send one request; return its status and body."""
+        status, _, raw = self.exchange(method, path, body)
+        return status, raw
+
+    def exchange(
+        self, method: str, path: str, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send one request; return its status, headers (lower-case names) and body."""
         for attempt in (1, 2):
             try:
                 self._conn.request(method, path, body=body, headers=self._headers)
                 resp = self._conn.getresponse()
-                return resp.status, resp.read()
+                headers = {k.lower(): v for k, v in resp.getheaders()}
+                return resp.status, headers, resp.read()
             except (ConnectionError, http.client.HTTPException):
                 self._conn.close()
                 self._conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)

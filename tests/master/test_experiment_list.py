@@ -348,6 +348,15 @@ def test_filters_combine_with_sorting_and_paging_totals(master: Master) -> None:
     assert sorted(_ids(_search(master, filter=nested))) == [ids["e4"], ids["e5"]]
     text = _filter("and", _field("hp.lr", "=", "auto"))
     assert _ids(_search(master, filter=text)) == [ids["e6"]]
+    dated = _filter(
+        "and",
+        _field("startTime", ">=", "2000-01-01T00:00:00Z"),
+        _field("archived", "=", False),
+        _field("searcherMetric", "=", "validation_loss"),
+    )
+    assert sorted(_ids(_search(master, filter=dated))) == sorted(ids.values())
+    future = _filter("and", _field("startTime", ">", "2999-01-01T00:00:00Z"))
+    assert _ids(_search(master, filter=future)) == []
     page = _search(master, filter=_filter("and", _field("numTrials", ">", 0)), limit=2)
     assert page["pagination"]["total"] == 5
     assert len(page["experiments"]) == 2
