@@ -6,7 +6,8 @@ row is what the master stores), cloned with bulk inserts to ``EXPERIMENTS`` fini
 experiments, each with ``TRIALS`` trials (hyperparameters ``lr`` (float), ``layers`` (int),
 ``optimizer`` (text)) and ``VALIDATIONS`` validation reports per trial (``validation_loss``,
 ``accuracy``); one experiment in ten has no validation yet (its metric columns are NULL). The
-trials' and experiments' best searcher metric are written as the ingest writes them.
+trials' and experiments' best searcher metric and the trials' validation summaries are written
+as the ingest writes them.
 
 Measurements (sequential requests on one keep-alive connection, random pages of ``PAGE``): the
 server's time, from the master's ``Server-Timing`` header (receiving the request to starting
@@ -54,9 +55,10 @@ from bench.common import (
 from bench.load import pg_schema
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
-from stalwart.master.db.tables import Experiment, MetricReport, Trial, User
+from stalwart.master.db.tables import Experiment, MetricReport, Trial, TrialMetricSummary, User
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.metric_summaries import summarize_rows
 from stalwart.master.settings import MasterSettings
 
 __all__ = ["NAME", "Size", "measure", "run"]
@@ -192,6 +194,11 @@ def seed(engine: Engine, settings: MasterSettings, size: Size) -> None:
             session.execute(insert(Trial), trials[chunk : chunk + 5000])
         for chunk in range(0, len(reports), 5000):
             session.execute(insert(MetricReport), reports[chunk : chunk + 5000])
+        summaries = summarize_rows(
+            (r["trial_id"], r["steps_completed"], r["metrics"]) for r in reports
+        )  # what the ingest keeps
+        for chunk in range(0, len(summaries), 5000):
+            session.execute(insert(TrialMetricSummary), summaries[chunk : chunk + 5000])
         table = Experiment.metadata.tables[Experiment.__tablename__]
         stmt = (
             update(table)

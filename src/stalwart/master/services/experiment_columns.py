@@ -13,7 +13,9 @@ A column is named as the web UI's experiment table names it (``GET
 - ``<group>.<metric>.<last|max|mean|min>`` (``validation.validation_loss.min``): that summary
   of the metric over the live reports of the group in the experiment's best trial (what the
   table shows from ``bestTrial.summaryMetrics``); ``<group>.<metric>`` alone means ``.last``,
-  the value in the latest report that has it.
+  the value in the latest report that has it. Validation metrics read the stored summaries
+  (:mod:`stalwart.master.services.metric_summaries`: finite numbers only, one index seek);
+  other groups aggregate the reports' JSON (a scan of the best trial's reports).
 
 Contract of the order (:func:`order_by`): every key sorts numbers numerically; a column whose
 values may be numbers or text (hyperparameters) sorts numbers first, then text; missing
@@ -39,7 +41,15 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnElement
 
 from stalwart.errors import InvalidArgumentError
-from stalwart.master.db.tables import Checkpoint, Experiment, MetricReport, Trial, User
+from stalwart.master.db.tables import (
+    Checkpoint,
+    Experiment,
+    MetricReport,
+    Trial,
+    TrialMetricSummary,
+    User,
+)
+from stalwart.master.services import metric_summaries
 from stalwart.master.services.trials import COUNTED_CHECKPOINT_STATES
 
 __all__ = [
@@ -140,9 +150,27 @@ def _hyperparameter(dialect: str, name: str) -> Column:
     return Column(values, "mixed")
 
 
+def _stored_metric(name: str, aggregate: str) -> Column:
+    summary = TrialMetricSummary
+    value: Any = {
+        "min": summary.min,
+        "max": summary.max,
+        "last": summary.last,
+        "mean": summary.sum / cast(summary.count, Float),
+    }[aggregate]
+    query = select(value).where(
+        summary.trial_id == Experiment.best_trial_id,
+        summary.group == metric_summaries.GROUP,
+        summary.name == name,
+    )
+    return Column((query.scalar_subquery(),), "number")
+
+
 def _metric(dialect: str, group: str, name: str, aggregate: str) -> Column:
     if not _json_path_ok(name) or not group:
         raise InvalidArgumentError(f"cannot sort or filter by metric {group}.{name}")
+    if group == metric_summaries.GROUP:
+        return _stored_metric(name, aggregate)
     number = _json_value(dialect, MetricReport.metrics, [name], "number")
     live = (
         MetricReport.trial_id == Experiment.best_trial_id,

@@ -57,6 +57,7 @@ from stalwart.master.db.tables import (
     Task,
     TaskLog,
     Trial,
+    TrialMetricSummary,
     User,
     Workspace,
     utcnow,
@@ -518,6 +519,7 @@ def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
     trial_ids = select(Trial.id).where(Trial.experiment_id == experiment_id)
     task_ids = select(Task.task_id).where(Task.experiment_id == experiment_id)
     session.execute(delete(MetricReport).where(MetricReport.trial_id.in_(trial_ids)))
+    session.execute(delete(TrialMetricSummary).where(TrialMetricSummary.trial_id.in_(trial_ids)))
     session.execute(
         delete(Checkpoint).where(
             (Checkpoint.experiment_id == experiment_id) | Checkpoint.trial_id.in_(trial_ids)

@@ -10,7 +10,8 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
    the first report after a restart);
 3. one ``INSERT`` of the report;
 4. for ``validation`` reports only: the trial's best searcher metric value is lowered (or
-   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``, and the
+   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``, the trial's stored
+   validation summaries are updated (:mod:`stalwart.master.services.metric_summaries`), and the
    experiment's ``best_trial_id`` / ``best_searcher_metric`` are recomputed from its trials
    (:func:`refresh_experiment_best`; what the experiment list sorts and shows).
 
@@ -64,6 +65,7 @@ from sqlalchemy.orm import Session
 from stalwart.errors import InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, utcnow
+from stalwart.master.services import metric_summaries
 
 __all__ = [
     "TRAINING",
@@ -371,6 +373,11 @@ def report_metrics_many(
         fresh = _not_stored(connection, rows, reports) if retried else rows
         if fresh:
             connection.execute(_INSERT_REPORT, fresh)
+        # the stored validation summaries (after the insert: a rebuild reads the new rows too)
+        metric_summaries.rebuild(session, rolled_back)
+        metric_summaries.add_reports(
+            session, [r for r in fresh if r["trial_id"] not in rolled_back]
+        )
         values = _update_best(session, rows, experiment_of, rolled_back)
         session.commit()
     return [
