@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -391,6 +392,7 @@ def test_json_gets_carry_an_etag_and_answer_304_when_it_matches(master: Master) 
     assert etag.endswith('"')
     assert not etag.startswith("W/")
     assert first.headers["cache-control"] == "no-cache"
+    assert re.fullmatch(r"app;dur=\d+\.\d, cpu;dur=\d+\.\d", first.headers["server-timing"])
     again = _get(master, "/api/v1/experiments?limit=3", **{"If-None-Match": etag})
     assert again.status_code == 304
     assert again.content == b""
