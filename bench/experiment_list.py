@@ -41,7 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, func, insert, select, update
+from sqlalchemy import Engine, bindparam, func, insert, select, text, update
 
 from bench.common import (
     BenchError,
@@ -208,6 +208,9 @@ def seed(engine: Engine, settings: MasterSettings, size: Size) -> None:
         )
         session.connection().execute(stmt, bests)
         session.commit()
+    if engine.dialect.name == "postgresql":  # statistics, as autovacuum keeps them on a live one
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
 
 
 def _login(client: HttpClient) -> str:
