@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # runs three at once well (tests/conftest.py keeps each module on one worker).
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
+.PHONY: demo test checks lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,16 @@ pytest: $(STAMP)
 envs-check: $(STAMP)
 	$(BIN)/stalwart envs check
 
-# pytest runs all of tests/, including tests/compat (the official `det` CLI; its venv is
-# cached in .cache/det-venv). CI=true turns a missing PostgreSQL or det venv into a failure.
-test: lint typecheck envs-check pytest
+# The quick checks run side by side (each prints its output as one block), then pytest runs all
+# of tests/, including tests/compat (the official `det` CLI; its venv is cached in
+# .cache/det-venv). CI=true turns a missing PostgreSQL or det venv into a failure.
+CHECKS := lint typecheck envs-check
+
+checks: $(STAMP)
+	$(MAKE) --no-print-directory -j 3 --output-sync=target $(CHECKS)
+
+test: checks
+	$(MAKE) --no-print-directory pytest
 
 # Not part of `make test`: see docs/benchmarks.md.
 bench: $(STAMP)

@@ -69,3 +69,35 @@ def test_source_trial_id_picks_its_latest_completed_checkpoint(
     )
     answered = client.get(f"/api/v1/trials/{warm.trial_id}", headers=admin).json()
     assert answered["trial"]["warmStartCheckpointUuid"] == latest
+
+
+def test_a_checkpoint_deleted_after_gc_loses_its_files_at_the_next_pass(
+    client: TestClient, admin: dict[str, str], tmp_path: Path
+) -> None:
+    """``det checkpoint delete`` on an experiment GC already went through: its files go too."""
+    storage = tmp_path / "storage"
+    config = (
+        "entrypoint: python3 train.py\n"
+        f"checkpoint_storage:\n  type: shared_fs\n  host_path: {storage}\n"
+        "  save_trial_latest: 2\n"
+        "searcher:\n  name: single\n  metric: loss\n"
+    )
+    state = master_state(client)
+    trial = add_trial(state, create_experiment(client, admin, config))
+    uuids = {steps: str(uuid.uuid4()) for steps in (2, 4)}
+    for steps, name in uuids.items():
+        report(client, trial, name, steps)
+        (storage / name).mkdir(parents=True)
+    complete(client, trial.experiment_id)
+    assert collect_experiment(state.sessions, trial.experiment_id) == 0  # the policy keeps both
+    deleted = client.request(
+        "DELETE",
+        "/api/v1/checkpoints",
+        json={"checkpointUuids": [uuids[2]]},
+        headers=admin,
+    )
+    assert deleted.status_code == 200, deleted.text
+    assert (storage / uuids[2]).exists()  # records first; files at GC's next pass
+    collect_experiment(state.sessions, trial.experiment_id)
+    assert not (storage / uuids[2]).exists()
+    assert (storage / uuids[4]).exists()

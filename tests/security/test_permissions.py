@@ -42,6 +42,7 @@ class World:
     team_workspace: int
     experiments: dict[str, int] = field(default_factory=dict)
     allocations: dict[str, str] = field(default_factory=dict)
+    tasks: dict[str, str] = field(default_factory=dict)
 
     def new_experiment(self, where: str) -> int:
         """A new experiment owned by alice (Uncategorized) or mia (team), with one trial."""
@@ -109,6 +110,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             env = add_trial(state_of(client), w.experiments[where])
             w.ids[f"{where}-trial"] = env.trial_id
             w.allocations[where] = env.allocation_id
+            w.tasks[where] = env.task_id
         yield w
 
 
@@ -152,6 +154,12 @@ def test_who_sees_an_experiment(world: World, who: str, where: str, allowed: boo
         f"/api/v1/trials/{trial}",
         f"/api/v1/trials/{trial}/checkpoints",
         f"/api/v1/trials/{trial}/logs",
+        f"/api/v1/tasks/{world.tasks[where]}/logs",
+        # the UI's logs download and failure cause follow the logs' rules exactly
+        f"/api/v1/ui/trials/{trial}/logs/download",
+        f"/api/v1/ui/tasks/{world.tasks[where]}/logs/download",
+        f"/api/v1/ui/trials/{trial}/cause",
+        f"/api/v1/ui/experiments/{experiment}/cause",
     ):
         resp = world.client.get(path, headers=headers)
         assert resp.status_code == expected, (path, resp.text)

@@ -15,6 +15,9 @@ Contract:
   (400 :class:`InvalidArgumentError` or :class:`FailedPreconditionError`, 401, 403, 404, 409,
   413) or :class:`MasterAPIError`, with the master's message. A deadline that passes raises
   :class:`MasterUnreachableError`.
+- Its requests log nothing into the task's output: httpx's and httpcore's records for them are
+  dropped (:mod:`stalwart.core._httplog`) at any level the script configures; the script's own
+  httpx requests keep theirs.
 - Safe to share between threads. :meth:`Session.close` may be called from any thread: it wakes
   retry waits and shuts down the sockets of requests in flight, which then raise
   :class:`SessionClosedError` (this is how a 60-second long-poll is stopped at once).
@@ -40,6 +43,7 @@ from stalwart._retry import (
     RetryPolicy,
     send_with_retries,
 )
+from stalwart.core import _httplog
 from stalwart.core._json import dumps, jsonable
 
 __all__ = [
@@ -157,6 +161,7 @@ class Session:
         headers = {"Accept": "application/json"}
         if token:
             headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {token}"
+        _httplog.install()  # the harness's requests stay out of the trial's log
         self._client = httpx.Client(
             base_url=self.master_url,
             headers=headers,
@@ -231,15 +236,16 @@ class Session:
             if attempt:  # the master may have done an earlier attempt whose answer was lost
                 headers[RETRY_HEADER] = str(attempt)
             try:
-                return self._client.request(
-                    method,
-                    path,
-                    content=content,
-                    headers=headers,
-                    params=params,
-                    timeout=self.timeout_s if timeout_s is None else timeout_s,
-                    extensions={"trace": self._trace},
-                )
+                with _httplog.harness_requests():
+                    return self._client.request(
+                        method,
+                        path,
+                        content=content,
+                        headers=headers,
+                        params=params,
+                        timeout=self.timeout_s if timeout_s is None else timeout_s,
+                        extensions={"trace": self._trace},
+                    )
             except (httpx.TransportError, RuntimeError) as exc:
                 # RuntimeError: httpx's "Cannot send a request, as the client has been closed"
                 # when close() raced with this request.
@@ -291,7 +297,8 @@ class Session:
         for sock in sockets:
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(socket.SHUT_RDWR)
-        self._client.close()
+        with _httplog.harness_requests():
+            self._client.close()
 
 
 def _json_of(resp: httpx.Response) -> Any:

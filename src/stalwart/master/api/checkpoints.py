@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -154,8 +155,50 @@ def post_checkpoint_metadata(
     )
 
 
-def _page(views: list[service.CheckpointView], offset: int, limit: int) -> CheckpointsResponse:
-    start, end, pagination = paginate(len(views), offset, limit)
+@dataclass(frozen=True)
+class _ListQuery:
+    """The query of a checkpoints listing: states, sort and page."""
+
+    sort_by: str | None
+    sort_metric: str | None
+    order_by: str | None
+    states: list[str] | None
+    offset: int
+    limit: int
+
+
+def _list_query(
+    sort_by: SortByQuery = None,
+    sort_metric: SortMetricQuery = None,
+    order_by: OrderByQuery = None,
+    states: StatesQuery = None,
+    offset: int = 0,
+    limit: int = 0,
+) -> _ListQuery:
+    return _ListQuery(sort_by, sort_metric, order_by, states, offset, limit)
+
+
+ListQuery = Annotated[_ListQuery, Depends(_list_query)]
+
+
+def _listing(
+    session: SessionDep,
+    query: _ListQuery,
+    *,
+    experiment_id: int | None = None,
+    trial_id: int | None = None,
+) -> CheckpointsResponse:
+    """The checkpoints of an experiment or a trial, filtered by states, sorted, one page."""
+    views = service.sorted_checkpoints(
+        session,
+        experiment_id=experiment_id,
+        trial_id=trial_id,
+        states=query.states or (),
+        sort_by=query.sort_by,
+        sort_metric=query.sort_metric,
+        order_by=query.order_by,
+    )
+    start, end, pagination = paginate(len(views), query.offset, query.limit)
     return CheckpointsResponse(
         checkpoints=[checkpoint_to_wire(v) for v in views[start:end]], pagination=pagination
     )
@@ -163,54 +206,22 @@ def _page(views: list[service.CheckpointView], offset: int, limit: int) -> Check
 
 @router.get("/experiments/{experiment_id}/checkpoints", response_model=CheckpointsResponse)
 def get_experiment_checkpoints(
-    experiment_id: int,
-    _caller: CallerDep,
-    session: SessionDep,
-    sort_by: SortByQuery = None,
-    sort_metric: SortMetricQuery = None,
-    order_by: OrderByQuery = None,
-    states: StatesQuery = None,
-    offset: int = 0,
-    limit: int = 0,
+    experiment_id: int, _caller: CallerDep, session: SessionDep, query: ListQuery
 ) -> CheckpointsResponse:
     """An experiment's checkpoints, filtered by ``states``, sorted and paginated."""
     if session.get(Experiment, experiment_id) is None:
         raise NotFoundError(f"experiment {experiment_id} not found")
-    views = service.sorted_checkpoints(
-        session,
-        experiment_id=experiment_id,
-        states=states or (),
-        sort_by=sort_by,
-        sort_metric=sort_metric,
-        order_by=order_by,
-    )
-    return _page(views, offset, limit)
+    return _listing(session, query, experiment_id=experiment_id)
 
 
 @router.get("/trials/{trial_id}/checkpoints", response_model=CheckpointsResponse)
 def get_trial_checkpoints(
-    trial_id: int,
-    _caller: CallerDep,
-    session: SessionDep,
-    sort_by: SortByQuery = None,
-    sort_metric: SortMetricQuery = None,
-    order_by: OrderByQuery = None,
-    states: StatesQuery = None,
-    offset: int = 0,
-    limit: int = 0,
+    trial_id: int, _caller: CallerDep, session: SessionDep, query: ListQuery
 ) -> CheckpointsResponse:
     """A trial's checkpoints, filtered by ``states``, sorted and paginated."""
     if session.get(Trial, trial_id) is None:
         raise NotFoundError(f"trial {trial_id} not found")
-    views = service.sorted_checkpoints(
-        session,
-        trial_id=trial_id,
-        states=states or (),
-        sort_by=sort_by,
-        sort_metric=sort_metric,
-        order_by=order_by,
-    )
-    return _page(views, offset, limit)
+    return _listing(session, query, trial_id=trial_id)
 
 
 class RemoveFilesRequest(WireRequest):

@@ -88,88 +88,68 @@ def _state_action(
 _IN_TERMINAL = "experiment in terminal state"
 
 
-@router.post("/projects/{project_id}/experiments/activate", response_model=BulkExperimentsResponse)
-def activate_experiments(
-    project_id: int,
-    body: BulkExperimentsRequest,
-    caller: CallerDep,
-    session: SessionDep,
-    state: StateDep,
-) -> BulkExperimentsResponse:
-    """Activate paused experiments (filters default to paused ones)."""
-    return _state_action(
-        project_id,
-        body,
-        caller,
-        session,
-        state,
-        svc.apply_activate,
-        default_states=("PAUSED",),
-        terminal_error=_IN_TERMINAL,
-    )
+def _state_route(
+    verb: str,
+    action: Callable[[Session, Experiment], svc.Signals],
+    doc: str,
+    *,
+    default_states: Sequence[str],
+    terminal_error: str | None,
+) -> None:
+    """Register ``POST /projects/{project_id}/experiments/<verb>`` (``<verb>_experiments``)."""
+
+    def route(
+        project_id: int,
+        body: BulkExperimentsRequest,
+        caller: CallerDep,
+        session: SessionDep,
+        state: StateDep,
+    ) -> BulkExperimentsResponse:
+        return _state_action(
+            project_id,
+            body,
+            caller,
+            session,
+            state,
+            action,
+            default_states=default_states,
+            terminal_error=terminal_error,
+        )
+
+    route.__name__ = route.__qualname__ = f"{verb}_experiments"
+    route.__doc__ = doc
+    path = f"/projects/{{project_id}}/experiments/{verb}"
+    router.post(path, response_model=BulkExperimentsResponse)(route)
 
 
-@router.post("/projects/{project_id}/experiments/pause", response_model=BulkExperimentsResponse)
-def pause_experiments(
-    project_id: int,
-    body: BulkExperimentsRequest,
-    caller: CallerDep,
-    session: SessionDep,
-    state: StateDep,
-) -> BulkExperimentsResponse:
-    """Pause active experiments (filters default to active ones)."""
-    return _state_action(
-        project_id,
-        body,
-        caller,
-        session,
-        state,
-        svc.apply_pause,
-        default_states=("ACTIVE",),
-        terminal_error=_IN_TERMINAL,
-    )
-
-
-@router.post("/projects/{project_id}/experiments/cancel", response_model=BulkExperimentsResponse)
-def cancel_experiments(
-    project_id: int,
-    body: BulkExperimentsRequest,
-    caller: CallerDep,
-    session: SessionDep,
-    state: StateDep,
-) -> BulkExperimentsResponse:
-    """Cancel experiments (already ended ones count as done)."""
-    return _state_action(
-        project_id,
-        body,
-        caller,
-        session,
-        state,
-        svc.apply_cancel,
-        default_states=bulk.NON_TERMINAL,
-        terminal_error=None,
-    )
-
-
-@router.post("/projects/{project_id}/experiments/kill", response_model=BulkExperimentsResponse)
-def kill_experiments(
-    project_id: int,
-    body: BulkExperimentsRequest,
-    caller: CallerDep,
-    session: SessionDep,
-    state: StateDep,
-) -> BulkExperimentsResponse:
-    """Kill experiments (already ended ones count as done)."""
-    return _state_action(
-        project_id,
-        body,
-        caller,
-        session,
-        state,
-        svc.apply_kill,
-        default_states=bulk.NON_TERMINAL,
-        terminal_error=None,
-    )
+_state_route(
+    "activate",
+    svc.apply_activate,
+    "Activate paused experiments (filters default to paused ones).",
+    default_states=("PAUSED",),
+    terminal_error=_IN_TERMINAL,
+)
+_state_route(
+    "pause",
+    svc.apply_pause,
+    "Pause active experiments (filters default to active ones).",
+    default_states=("ACTIVE",),
+    terminal_error=_IN_TERMINAL,
+)
+_state_route(
+    "cancel",
+    svc.apply_cancel,
+    "Cancel experiments (already ended ones count as done).",
+    default_states=bulk.NON_TERMINAL,
+    terminal_error=None,
+)
+_state_route(
+    "kill",
+    svc.apply_kill,
+    "Kill experiments (already ended ones count as done).",
+    default_states=bulk.NON_TERMINAL,
+    terminal_error=None,
+)
 
 
 def _archive(

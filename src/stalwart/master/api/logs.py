@@ -59,7 +59,16 @@ from stalwart.master.redact import collect_secrets, redact_text
 from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState
 
-__all__ = ["legacy_router", "line_text", "router"]
+__all__ = [
+    "check_paging",
+    "legacy_router",
+    "line_text",
+    "log_filter",
+    "require_task",
+    "router",
+    "task_secrets",
+    "trial_task_id",
+]
 
 router = APIRouter(tags=["logs"])
 legacy_router = APIRouter(tags=["logs"])
@@ -147,7 +156,7 @@ def line_text(index: int, text: str, limit: int) -> str:
     )
 
 
-def _filter(
+def log_filter(
     *,
     allocation_ids: list[str] | None = None,
     agent_ids: list[str] | None,
@@ -160,6 +169,8 @@ def _filter(
     timestamp_after: str | None,
     search_text: str | None,
 ) -> service.LogFilter:
+    """The service's filter from the log routes' query parameters (levels with or without
+    ``LOG_LEVEL_``; times in RFC 3339); InvalidArgumentError names a bad one."""
     return service.LogFilter(
         allocation_ids=allocation_ids or (),
         agent_ids=agent_ids or (),
@@ -174,7 +185,9 @@ def _filter(
     )
 
 
-def _check_paging(limit: int, follow: bool, order_by: str | None, enable_regex: bool) -> bool:
+def check_paging(limit: int, follow: bool, order_by: str | None, enable_regex: bool) -> bool:
+    """Whether the lines go newest first (``orderBy=ORDER_BY_DESC``); InvalidArgumentError
+    for a negative ``limit``, ``limit`` with ``follow``, ``enableRegex`` or another order."""
     if limit < 0:
         raise InvalidArgumentError("limit must not be negative")
     if follow and limit > 0:
@@ -213,14 +226,16 @@ def _stream(body: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(body, media_type="application/json")
 
 
-def _trial_task(session: Session, trial_id: int) -> str:
+def trial_task_id(session: Session, trial_id: int) -> str:
+    """The task of trial ``trial_id`` (NotFoundError if there is no such trial)."""
     trial = session.get(Trial, trial_id)
     if trial is None:
         raise NotFoundError(f"trial {trial_id} not found")
     return trial.task_id
 
 
-def _task_exists(session: Session, task_id: str) -> None:
+def require_task(session: Session, task_id: str) -> None:
+    """NotFoundError unless task ``task_id`` exists."""
     if session.get(Task, task_id) is None:
         raise NotFoundError(f"task {task_id} not found")
 
@@ -246,7 +261,7 @@ def _logs_response(
         descending=descending,
         follow=follow,
     )
-    secrets = _task_secrets(state, task_id)
+    secrets = task_secrets(state, task_id)
     if secrets:
         plain = render
 
@@ -256,7 +271,7 @@ def _logs_response(
     return _stream(_ndjson(records, render, lambda: follow and state.notifier.closed))
 
 
-def _task_secrets(state: MasterState, task_id: str) -> list[str]:
+def task_secrets(state: MasterState, task_id: str) -> list[str]:
     """What must not appear in the task's served log lines (:mod:`stalwart.master.redact`):
     the secrets of its experiment's config, its allocations' tokens and the cluster's agent
     (enrollment) token, should a task have printed it."""
@@ -302,8 +317,8 @@ def trial_logs(
 ) -> StreamingResponse:
     """Stream a trial's logs (``det trial logs``): head (``limit``), tail (``limit`` +
     ``orderBy=ORDER_BY_DESC``: newest first), filters, and ``follow`` until the trial ends."""
-    descending = _check_paging(limit, follow, order_by, enable_regex)
-    flt = _filter(
+    descending = check_paging(limit, follow, order_by, enable_regex)
+    flt = log_filter(
         agent_ids=agent_ids,
         container_ids=container_ids,
         rank_ids=rank_ids,
@@ -315,7 +330,7 @@ def trial_logs(
         search_text=search_text,
     )
     try:
-        task_id = _trial_task(session, trial_id)
+        task_id = trial_task_id(session, trial_id)
     finally:
         session.close()
     return _logs_response(
@@ -352,8 +367,8 @@ def task_logs(
     enable_regex: Annotated[bool, Query(alias="enableRegex")] = False,
 ) -> StreamingResponse:
     """Stream a task's logs (``det task logs``), as for trials plus ``allocationIds``."""
-    descending = _check_paging(limit, follow, order_by, enable_regex)
-    flt = _filter(
+    descending = check_paging(limit, follow, order_by, enable_regex)
+    flt = log_filter(
         allocation_ids=allocation_ids,
         agent_ids=agent_ids,
         container_ids=container_ids,
@@ -366,7 +381,7 @@ def task_logs(
         search_text=search_text,
     )
     try:
-        _task_exists(session, task_id)
+        require_task(session, task_id)
     finally:
         session.close()
     return _logs_response(
@@ -388,7 +403,7 @@ def trial_logs_fields(
     """Stream the distinct agent, container, rank, stdtype and source values of a trial's
     logs; with ``follow``, again whenever they change, until the trial ends."""
     try:
-        task_id = _trial_task(session, trial_id)
+        task_id = trial_task_id(session, trial_id)
     finally:
         session.close()
     fields = service.stream_fields(
@@ -408,7 +423,7 @@ def task_logs_fields(
 ) -> StreamingResponse:
     """As the trial variant, plus the distinct allocation ids."""
     try:
-        _task_exists(session, task_id)
+        require_task(session, task_id)
     finally:
         session.close()
     fields = service.stream_fields(

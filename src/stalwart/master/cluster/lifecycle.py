@@ -71,6 +71,7 @@ __all__ = [
     "NORMAL_EXIT",
     "TrialExit",
     "complete_trial",
+    "describe_exit",
     "determined_exit_line",
     "end_allocation",
     "fail_trial",
@@ -157,7 +158,9 @@ def determined_exit_line(name: str, exit_code: int) -> str:
     )
 
 
-def _describe(exit_code: int | None, reason: str | None) -> str:
+def describe_exit(exit_code: int | None, reason: str | None) -> str:
+    """Why an allocation ended, in the words of the trial's log lines (``it exited with code
+    3``, ``it was killed by signal 9``, or the stored reason of one that was lost)."""
     if exit_code is None:
         return reason or "it was lost"
     if exit_code < 0:
@@ -250,7 +253,7 @@ def _trial_outcome(
     *,
     task: Task | None = None,
 ) -> TrialExit | None:
-    what = _describe(exit_code, reason)
+    what = describe_exit(exit_code, reason)
 
     def log(text: str) -> None:
         master_log(session, trial.task_id, allocation.id, text)

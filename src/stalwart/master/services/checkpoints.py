@@ -441,8 +441,11 @@ def delete_checkpoints(
 ) -> list[Checkpoint]:
     """Mark checkpoints DELETED (all or nothing; already deleted ones are left alone).
 
-    Only the records change: deleting the files in checkpoint storage is the checkpoint-GC
-    task's job. Flushes; the caller commits.
+    Only the records change: deleting the files in checkpoint storage is checkpoint GC's job
+    (:mod:`stalwart.master.cluster.checkpoint_gc`), which runs once an experiment has ended.
+    An ended experiment that GC already went through is marked for another pass here, so the
+    files of a checkpoint deleted afterwards go too (never for unmanaged experiments: their
+    storage is their script's). Flushes; the caller commits.
     """
     if not uuids:
         raise InvalidArgumentError("checkpointUuids is empty")
@@ -453,6 +456,10 @@ def delete_checkpoints(
         check_edge("checkpoint", ckpt.state, "DELETED")
     for ckpt in ckpts:
         set_checkpoint_state(session, ckpt, "DELETED")
+    for experiment_id in sorted({c.experiment_id for c in ckpts if c.experiment_id is not None}):
+        experiment = session.get(Experiment, experiment_id)
+        if experiment is not None and experiment.checkpoints_collected and not experiment.unmanaged:
+            experiment.checkpoints_collected = False  # the loop collects ended ones again
     session.flush()
     return ckpts
 

@@ -15,6 +15,8 @@ Contracts:
   waiting. With ``follow`` it keeps reading new lines, waking on the notifier and re-checking at
   least every ``recheck`` seconds, and ends once ``is_terminal`` says the task is done and the
   lines that were there at that moment have been sent.
+- ``search_text`` matches a case-sensitive, literal substring of the line (Determined's
+  ``searchText``), tested by the database (:class:`contains_text`), never in Python.
 - Levels are stored without the ``LOG_LEVEL_`` prefix (``INFO``...), or NULL when the line had
   none; rank filter ``-1`` selects lines without a rank (Determined's convention).
 """
@@ -27,8 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import ColumnElement, event, or_, select
+from sqlalchemy import Boolean, ColumnElement, event, literal, or_, select
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from stalwart.errors import ForbiddenError, InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
@@ -243,6 +248,26 @@ class LogFilter:
     search_text: str = ""
 
 
+class contains_text(FunctionElement[bool]):  # noqa: N801 (an SQL function)
+    """``contains_text(column, text)``: whether ``text`` occurs in ``column``, case-sensitive and
+    literal (no wildcards), in the database: ``strpos(...) > 0`` on PostgreSQL, ``instr(...) >
+    0`` on SQLite (whose ``LIKE`` ignores case)."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "contains_text"
+
+
+@compiles(contains_text)
+def _contains_text_postgresql(element: contains_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(strpos({compiler.process(element.clauses, **kw)}) > 0)"
+
+
+@compiles(contains_text, "sqlite")
+def _contains_text_sqlite(element: contains_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"(instr({compiler.process(element.clauses, **kw)}) > 0)"
+
+
 def _with_null(column: InstrumentedAttribute[Any], values: Iterable[object]) -> ColumnElement[bool]:
     wanted = list(values)
     present = [v for v in wanted if v is not None]
@@ -272,7 +297,7 @@ def _conditions(task_id: str, flt: LogFilter) -> list[ColumnElement[bool]]:
     if flt.timestamp_after is not None:
         where.append(TaskLog.timestamp > flt.timestamp_after)
     if flt.search_text:
-        where.append(TaskLog.log.contains(flt.search_text, autoescape=True))
+        where.append(contains_text(TaskLog.log, literal(flt.search_text)))
     return where
 
 

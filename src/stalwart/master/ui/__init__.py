@@ -2,7 +2,8 @@
 
 ``mount_ui(app)`` serves ``index.html`` at ``/`` and the assets under ``/ui/``; the pages talk to
 the REST API under ``/api/v1`` with the token of ``POST /api/v1/auth/login`` (kept in the tab's
-``sessionStorage``). The UI-only endpoints (``/api/v1/ui/...``) live in :mod:`.router`.
+``sessionStorage``). The UI-only endpoints (``/api/v1/ui/...``) live in :mod:`.router`,
+:mod:`.cause` (why a run failed) and :mod:`.logs_download` (logs as a text file).
 No build step, no npm, no CDN: the files in ``static/`` are what the browser runs.
 """
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from stalwart.master.ui import cause, logs_download
 from stalwart.master.ui import router as ui_router
 
 __all__ = ["STATIC_DIR", "mount_ui"]
@@ -29,6 +31,8 @@ def mount_ui(app: FastAPI, *, api_prefix: str = "/api/v1") -> None:
     """Serve the UI at ``/`` (``/ui/`` for its assets) and add its endpoints under
     ``api_prefix``."""
     app.include_router(ui_router.router, prefix=api_prefix)
+    app.include_router(cause.router, prefix=api_prefix)
+    app.include_router(logs_download.router, prefix=api_prefix)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
