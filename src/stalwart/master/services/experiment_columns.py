@@ -335,7 +335,9 @@ def parse_filter(text: str | None, dialect: str) -> ExperimentFilter:
     field ``{"kind": "field", "columnName": ..., "operator": ..., "value": ...}`` with operator
     ``contains``, ``notContains``, ``=``, ``!=``, ``>``, ``>=``, ``<``, ``<=``, ``isEmpty`` or
     ``notEmpty``. A field without a value (null or ``""``, other than for the empty checks) is
-    ignored, as the UI does while one is being typed. 400 for anything else."""
+    ignored, as the UI does while one is being typed. A number compares a column's numbers;
+    text (and ``contains``) compares a hyperparameter's value as text, whatever its JSON type
+    (``hp.layers = "4"`` matches 4). 400 for anything else."""
     if not text:
         return ExperimentFilter(None, True)
     try:
