@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import select, update
 
 from stalwart.master.app import open_state
-from stalwart.master.db.tables import Experiment, User
+from stalwart.master.db.tables import Experiment, User, utcnow
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, report_metrics_many
 from stalwart.master.services.tasks import create_trial, start_allocation
@@ -148,9 +148,12 @@ def _seed(settings: MasterSettings) -> dict[str, int]:
                         reports.append(
                             MetricsInput(trial.id, trial.run_id, "validation", step * 10, metrics)
                         )
-            # finished experiments: the master's loop leaves them alone
+            # finished experiments: the master's loop leaves them alone, and their answers
+            # stay the same from one second to the next (a running one's duration grows)
             session.execute(
-                update(Experiment).values(state="COMPLETED", checkpoints_collected=True)
+                update(Experiment).values(
+                    state="COMPLETED", checkpoints_collected=True, end_time=utcnow()
+                )
             )
             session.commit()
             for report in reports:  # one report per transaction, as trials send them
