@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # runs three at once well (tests/conftest.py keeps each module on one worker).
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test checks lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd
+.PHONY: demo test checks lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd ui ui-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,28 @@ demo: $(STAMP)
 	$(BIN)/stalwart config check examples/*/*.yaml
 	$(BIN)/stalwart envs resolve examples/tensorflow/unpinned.yaml --context examples/tensorflow
 	BIN=$(BIN) bash scripts/demo.sh
+
+# The web UI (ui/: TypeScript, React, uPlot, built by Vite into src/stalwart/master/ui/static,
+# which is committed: `make install` and `make demo` need no Node.js). `make ui` needs Node 20 and
+# npm; `npm ci` runs again only when package-lock.json changed. See docs/contributing/ui.md.
+UI_BUILD := src/stalwart/master/ui/static
+UI_STAMP := ui/node_modules/.installed
+
+$(UI_STAMP): ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund
+	touch $(UI_STAMP)
+
+ui: $(UI_STAMP)
+	cd ui && npm run --silent typecheck
+	cd ui && npm run --silent lint
+	cd ui && npm run --silent build
+
+# Rebuild and compare with what git has: the shipped build must be the build of the source.
+ui-check: ui
+	@git diff --quiet -- $(UI_BUILD) && test -z "$$(git ls-files --others --exclude-standard -- $(UI_BUILD))" || { \
+	  echo "ui-check: $(UI_BUILD) differs from the build of ui/ (rebuilt by 'make ui'):"; \
+	  git status --short -- $(UI_BUILD); \
+	  echo "Commit the rebuilt files (git add $(UI_BUILD)) with the change to ui/."; exit 1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples scripts
@@ -40,10 +62,10 @@ envs-check: $(STAMP)
 # The quick checks run side by side (each prints its output as one block), then pytest runs all
 # of tests/, including tests/compat (the official `det` CLI; its venv is cached in
 # .cache/det-venv). CI=true turns a missing PostgreSQL or det venv into a failure.
-CHECKS := lint typecheck envs-check
+CHECKS := lint typecheck envs-check ui-check
 
 checks: $(STAMP)
-	$(MAKE) --no-print-directory -j 3 --output-sync=target $(CHECKS)
+	$(MAKE) --no-print-directory -j 4 --output-sync=target $(CHECKS)
 
 test: checks
 	$(MAKE) --no-print-directory pytest

@@ -20,6 +20,7 @@ from bench import (
     cluster,
     experiment_list,
     harness,
+    importer,
     load,
     master_api,
     slurm,
@@ -74,6 +75,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     load.NAME: (
         load.run,
         "load on PostgreSQL: 100 trials x 10 Hz metrics x 5 min: loss, p99 ingest, master RSS",
+    ),
+    importer.NAME: (
+        importer.run,
+        "stalwart import determined: a Determined 0.38.1 history with 1,000,000 metric reports",
     ),
     soak.NAME: (
         soak.run,

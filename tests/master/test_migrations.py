@@ -212,10 +212,10 @@ def test_a_master_upgraded_past_0007_enrolls_the_agents_it_knew(tmp_path: Path) 
         assert refused.status_code == 401
 
 
-def test_0019_backfills_each_experiments_best_trial_and_metric(
+def test_0020_backfills_each_experiments_best_trial_and_metric(
     engine: Engine, tmp_path: Path
 ) -> None:
-    """0019 stores each experiment's best trial and searcher metric value, computed from its
+    """0020 stores each experiment's best trial and searcher metric value, computed from its
     trials' values by its own ``smaller_is_better`` (ties to the lowest trial id)."""
     migrate.upgrade(engine)
     sessions = make_session_factory(engine)
@@ -243,7 +243,7 @@ def test_0019_backfills_each_experiments_best_trial_and_metric(
                     update(Trial).where(Trial.id == trial_id).values(searcher_metric_value=value)
                 )
         session.commit()
-    migrate.downgrade(engine, "0018")
+    migrate.downgrade(engine, "0019")
     migrate.upgrade(engine)
     with sessions() as session:
         found = {

@@ -1,6 +1,7 @@
-"""Passwords: slow salted hashes (argon2id; older scrypt ones upgraded on the next login), the
-same work for every login, a minimum length; login rate limiting per username and client
-address (429 with Retry-After and a clear message), kept in the database."""
+"""Passwords: slow salted hashes (argon2id; older scrypt ones and Determined's bcrypt ones
+upgraded on the next login), the same work for every login, a minimum length; login rate
+limiting per username and client address (429 with Retry-After and a clear message), kept in
+the database."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -82,6 +84,35 @@ def test_an_older_scrypt_hash_logs_in_and_is_rehashed_to_argon2id(
     login(client, "alice", "Old-Password-1")  # the same password still works
     assert _stored(client, "alice") == upgraded  # and is not hashed again
     assert _attempt(client, "alice", "Wrong-Password-1")[0] == 401
+
+
+def _determined_hash(password: str, rounds: int) -> str:
+    """A hash as Determined 0.38 stores it: bcrypt of the first 72 bytes of the client hash,
+    with Go's ``$2a$`` prefix (Determined's cost is 15; older releases used 10)."""
+    digest = bcrypt.hashpw(client_hash(password).encode()[:72], bcrypt.gensalt(rounds=rounds))
+    return "$2a$" + digest.decode()[4:]
+
+
+@pytest.mark.parametrize("rounds", [4, 10])
+def test_a_determined_bcrypt_hash_logs_in_and_is_rehashed_to_argon2id(
+    client: TestClient, admin: dict[str, str], rounds: int
+) -> None:
+    """Users imported from Determined (``stalwart import determined``) keep their password."""
+    make_user(client, admin, "alice")
+    with state_of(client).sessions() as session:
+        user = session.query(User).filter_by(username="alice").one()
+        user.password_hash = _determined_hash("Old-Password-1", rounds)
+        session.commit()
+    assert needs_rehash(_determined_hash("x", rounds))
+    assert _attempt(client, "alice", "Wrong-Password-1")[0] == 401
+    assert _attempt(client, "alice", "")[0] == 401
+    assert str(_stored(client, "alice")).startswith("$2a$")
+    login(client, "alice", "Old-Password-1")
+    upgraded = _stored(client, "alice")
+    assert upgraded is not None
+    assert upgraded.startswith("$argon2id$")
+    login(client, "alice", "Old-Password-1")
+    assert _stored(client, "alice") == upgraded
 
 
 def test_every_login_runs_the_password_hash_once(

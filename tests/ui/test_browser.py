@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from stalwart.client import Client, Experiment
 from stalwart.local import LocalCluster
+from stalwart.master.ui import ASSET_CACHE
 from tests.examples.conftest import example_config
 from tests.ui.conftest import CORE_API, HPSEARCH_OVERRIDES, admin_headers, sign_in
 
@@ -24,17 +25,26 @@ def validation_counts(exp: Experiment, group: str = "validation") -> dict[int, i
     return {t.id: sum(1 for r in t.metrics(group) if not r.archived) for t in exp.trials()}
 
 
-def path_points(d: str) -> list[tuple[float, float]]:
-    """The points of an SVG path's ``d`` ("M1,2L3,4...")."""
-    return [(float(x), float(y)) for x, y in re.findall(r"[ML](-?[\d.]+),(-?[\d.]+)", d)]
+def chart_lines(page: Page, selector: str) -> dict[int, dict[str, str]]:
+    """``data-trial-id`` -> the data attributes of each line of the chart under ``selector``
+    (its DOM twin: the legend's ``li.series``, since uPlot draws on canvas)."""
+    out: dict[int, dict[str, str]] = {}
+    for item in page.locator(f"{selector} li.series").all():
+        attrs: dict[str, str] = item.evaluate(
+            "(li) => Object.fromEntries(Object.entries(li.dataset))"
+        )
+        out[int(attrs["trialId"])] = attrs
+    return out
 
 
-def chart_paths(page: Page, selector: str) -> dict[int, str]:
-    """``data-trial-id`` -> ``d`` of each line of the chart under ``selector``."""
-    return {
-        int(str(p.get_attribute("data-trial-id"))): str(p.get_attribute("d"))
-        for p in page.locator(f"{selector} path.series").all()
-    }
+def served_series(url: str, exp_id: int, metric: str, group: str) -> dict[int, dict[str, Any]]:
+    """The experiment series endpoint's answer (what the page draws), by trial id."""
+    answer = httpx.get(
+        f"{url}/api/v1/ui/experiments/{exp_id}/series",
+        params={"metric": metric, "group": group, "maxPoints": 1000},
+        headers=admin_headers(url),
+    ).json()
+    return {s["trialId"]: s for s in answer["trials"]}
 
 
 def test_sign_in_list_and_experiment_page(
@@ -81,56 +91,59 @@ def test_sign_in_list_and_experiment_page(
         assert texts[header.index("batch_size")] == str(trial.hparams["batch_size"])
         float(texts[header.index("Best loss")])  # a number, not the "no value" dash
 
-    # The chart: one path per trial, as many points as the trial reported.
-    paths = page.locator("#chart path.series")
-    expect(paths).to_have_count(len(expected))
-    drawn = {
-        int(str(p.get_attribute("data-trial-id"))): int(str(p.get_attribute("data-points")))
-        for p in paths.all()
-    }
-    assert drawn == expected
-    lines = chart_paths(page, "#chart")
-    for trial_id, d in lines.items():
-        assert len(path_points(d)) == expected[trial_id]
+    # The chart: one line per trial, as many points as the trial reported, ending on the
+    # trial's latest value (read from the chart's DOM twin, the legend).
+    items = page.locator("#chart li.series")
+    expect(items).to_have_count(len(expected))
+    lines = chart_lines(page, "#chart")
+    assert {t: int(a["points"]) for t, a in lines.items()} == expected
+    assert {t: int(a["drawn"]) for t, a in lines.items()} == expected
+    served = served_series(cluster.url, asha.id, "loss", "validation")
+    for trial_id, attrs in lines.items():
+        last = served[trial_id]["values"][-1]
+        assert abs(float(attrs["last"]) - last) <= abs(last) * 1e-9
 
     # Hover the last point of the longest line: the tooltip names a trial with a point there
     # (lines of ASHA trials that stopped at the same batch may end on the same spot).
+    # Once the page is complete (nothing above the chart moves any more), the cursor enters the
+    # plot and comes to rest on that point.
+    expect(page.locator("#checkpoints tbody tr").first).to_be_visible()
     trial_id = max(expected, key=lambda t: expected[t])
-    target = path_points(lines[trial_id])[-1]
-    there = {
-        t
-        for t, d in lines.items()
-        if any(abs(x - target[0]) + abs(y - target[1]) < 2 for x, y in path_points(d))
-    }
-    line = page.locator(f"#chart path.series[data-trial-id='{trial_id}']")
-    end: dict[str, float] = line.evaluate(
-        """(path) => {
-            const p = path.getPointAtLength(path.getTotalLength());
-            const m = path.getScreenCTM();
-            return {x: p.x * m.a + p.y * m.c + m.e, y: p.x * m.b + p.y * m.d + m.f};
-        }"""
-    )
-    page.mouse.move(end["x"], end["y"])
+    lines = chart_lines(page, "#chart")
+    over = page.locator("#chart .u-over").bounding_box()
+    assert over is not None
+    left, top = (float(v) for v in lines[trial_id]["end"].split(","))
+    page.mouse.move(over["x"] + over["width"] / 2, over["y"] + over["height"] / 2)
+    page.mouse.move(over["x"] + left, over["y"] + top, steps=4)
     tooltip = page.locator("#chart .tooltip")
     expect(tooltip).to_be_visible()
-    expect(tooltip).to_have_text(re.compile(r"Trial \d+"))
-    named = int(re.findall(r"Trial (\d+)", tooltip.inner_text())[0])
-    assert named in there
+    expect(tooltip).to_have_text(re.compile(r"Trial \d+ · batches \d+ · "))
+    found = re.findall(r"Trial (\d+) · batches (\d+)", tooltip.inner_text())[0]
+    named, batch = int(found[0]), int(found[1])
+    target = served[trial_id]
+    assert batch == target["batches"][-1]
+    there = served[named]
+    assert batch in there["batches"]
+    value = there["values"][there["batches"].index(batch)]
+    values = [v for series in served.values() for v in series["values"]]
+    assert abs(value - target["values"][-1]) <= (max(values) - min(values)) * 0.05
     page.screenshot(path=artifacts / "03-experiment.png", full_page=True)
 
     # Keyboard: focusing a legend entry highlights its line and names it.
     page.mouse.move(0, 0)
     other = min(expected)
-    page.locator(f"#chart .legend button[data-trial-id='{other}']").focus()
+    page.locator(f"#chart li.series[data-trial-id='{other}'] button").focus()
     expect(tooltip).to_contain_text(f"Trial {other} ")
-    expect(page.locator(f"#chart path.series[data-trial-id='{other}']")).to_have_class(
+    expect(page.locator(f"#chart li.series[data-trial-id='{other}']")).to_have_class(
         re.compile(r"\bfocused\b")
     )
 
     # The log scale redraws the same lines.
     page.get_by_label("Log scale", exact=True).check()
-    expect(page.locator("#chart text", has_text="loss (log)")).to_be_visible()
-    expect(page.locator("#chart path.series")).to_have_count(len(expected))
+    expect(page.locator("#chart [role=img]")).to_have_attribute(
+        "aria-label", re.compile(r"validation loss \(log\) against batches")
+    )
+    expect(page.locator("#chart li.series")).to_have_count(len(expected))
 
     # The theme toggle flips data-theme and says so.
     before = page.evaluate("document.documentElement.dataset.theme")
@@ -153,7 +166,7 @@ def test_any_metric_scatter_and_checkpoints(
 
     sign_in(page, cluster.url)
     page.goto(f"{cluster.url}/#/experiments/{asha.id}")
-    expect(page.locator("#chart path.series")).to_have_count(4)
+    expect(page.locator("#chart li.series")).to_have_count(4)
     page.get_by_label("Metrics", exact=True).select_option("training")
     expect(page.locator("#curve-metric option", has_text="loss")).to_have_count(1)
     page.get_by_label("Metric", exact=True).select_option("loss")
@@ -166,15 +179,15 @@ def test_any_metric_scatter_and_checkpoints(
     ).json()
     assert {s["trialId"]: s["total"] for s in served["trials"]} == expected
     for trial_id, count in expected.items():
-        expect(page.locator(f"#chart path.series[data-trial-id='{trial_id}']")).to_have_attribute(
-            "data-points", str(count)
-        )
+        line = page.locator(f"#chart li.series[data-trial-id='{trial_id}']")
+        expect(line).to_have_attribute("data-points", str(count))
+        expect(line).to_have_attribute("data-drawn", str(count))  # what uPlot holds
     assert "group=training" in page.url
     assert "metric=loss" in page.url
 
     # Scatter: lr against the latest training loss, one focusable point per trial.
     page.get_by_label("Hyperparameter", exact=True).select_option("lr")
-    points = page.locator("#scatter circle.point")
+    points = page.locator("#scatter button.point")
     expect(points).to_have_count(4)
     latest = {s["trialId"]: s["values"][-1] for s in served["trials"]}
     hparams = {t.id: t.hparams for t in asha.trials()}
@@ -204,7 +217,7 @@ def test_any_metric_scatter_and_checkpoints(
     expect(page.get_by_label("Metrics", exact=True)).to_have_value("training")
 
     # Enter on a scatter point opens the trial page.
-    page.locator("#scatter circle.point").first.focus()
+    page.locator("#scatter button.point").first.focus()
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r".*#/trials/\d+$"))
 
@@ -292,21 +305,34 @@ def test_pause_and_activate_from_the_list(
 
 
 def test_index_and_assets_are_served(cluster: LocalCluster) -> None:
-    """``/`` is the page, its modules and styles are under ``/ui/``."""
+    """``/`` is the built page (never cached); the bundles it names are under ``/ui/assets/``,
+    cached for good (their names carry their content's hash)."""
     index = httpx.get(cluster.url + "/")
     assert index.status_code == 200
-    assert '<script type="module" src="/ui/app.js">' in index.text
-    for asset in (
-        "app.js",
-        "api.js",
-        "chart.js",
-        "dom.js",
-        "logs.js",
-        "style.css",
-        "pages/experiments.js",
-        "pages/experiment.js",
-        "pages/trial.js",
-        "pages/cluster.js",
-        "pages/login.js",
-    ):
-        assert httpx.get(f"{cluster.url}/ui/{asset}").status_code == 200, asset
+    assert index.headers["cache-control"] == "no-cache"
+    assets = re.findall(r'(?:src|href)="(/ui/assets/[^"]+)"', index.text)
+    assert any(a.endswith(".js") for a in assets), index.text
+    assert any(a.endswith(".css") for a in assets), index.text
+    for asset in assets:
+        answer = httpx.get(cluster.url + asset)
+        assert answer.status_code == 200, asset
+        assert answer.headers["cache-control"] == ASSET_CACHE, asset
+    assert httpx.get(cluster.url + "/ui/assets/missing.js").status_code == 404
+
+
+def test_not_found_pages(page: Page, cluster: LocalCluster) -> None:
+    """An experiment or trial that does not exist says so (no actions, no toast every poll),
+    and an unknown address says the page is not found instead of showing the list."""
+    from playwright.sync_api import expect
+
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/experiments/999999")
+    expect(page.get_by_role("heading", name="Experiment 999999 not found")).to_be_visible()
+    expect(page.locator("[data-action]")).to_have_count(0)
+    expect(page.locator("#toast")).to_have_text("")
+    page.goto(f"{cluster.url}/#/trials/999999")
+    expect(page.get_by_role("heading", name="Trial 999999 not found")).to_be_visible()
+    page.goto(f"{cluster.url}/#/nowhere")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    page.get_by_role("link", name="Go to the experiments").click()
+    expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()

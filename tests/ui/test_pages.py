@@ -142,9 +142,9 @@ def test_trial_page_charts_and_checkpoints(
     loss = page.locator("#metric-charts figure[data-key='loss']")
     for group in ("training", "validation"):
         count = sum(1 for r in trial.metrics(group) if not r.archived)
-        expect(loss.locator(f"path.series[data-series-id='{group}']")).to_have_attribute(
-            "data-points", str(count)
-        )
+        series = loss.locator(f"li.series[data-series-id='{group}']")
+        expect(series).to_have_attribute("data-points", str(count))
+        expect(series).to_have_attribute("data-drawn", str(count))
 
     # System metrics: the profiler's groups, a chart per metric, a line per agent.
     expected = system_counts(cluster.url, trial.id)
@@ -152,9 +152,9 @@ def test_trial_page_charts_and_checkpoints(
     for (group, *where, leaf), count in expected.items():
         chart = page.locator(f"#system-charts figure[data-key='{group}/{leaf}']")
         line = " · ".join(where) or group
-        expect(chart.locator(f"path.series[data-series-id='{line}']")).to_have_attribute(
-            "data-points", str(count)
-        )
+        item = chart.locator(f"li.series[data-series-id='{line}']")
+        expect(item).to_have_attribute("data-points", str(count))
+        expect(item).to_have_attribute("data-drawn", str(count))
     expect(page.locator("#system-empty")).to_be_hidden()
 
     listed = httpx.get(

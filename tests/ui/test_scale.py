@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 PAGE_POINTS = 200
-"""What the experiment page asks per trial when it shows 100 trials (pointsPerTrial in JS)."""
+"""What the experiment page asks per trial when it shows 100 trials (`pointsPerTrial` in
+ui/src/pages/Experiment.tsx)."""
 RENDER_BOUND_S = 60.0
 """A generous bound for a first draw of 100 x 200 points (the master reads every report once;
 later polls hit its cache)."""
@@ -70,7 +71,7 @@ def test_experiment_page_draws_100_trials(page: Page, big: BigSearch, artifacts:
     sign_in(page, big.url)
     started = time.monotonic()
     page.goto(f"{big.url}/#/experiments/{big.experiment_id}?group=training&metric=loss")
-    paths = page.locator("#chart path.series")
+    paths = page.locator("#chart li.series")
     expect(paths).to_have_count(BIG_TRIALS, timeout=RENDER_BOUND_S * 1000)
     elapsed = time.monotonic() - started
     print(f"\n100 trials drawn in {elapsed:.1f} s (seeded in {big.seed_seconds:.1f} s)")
@@ -87,8 +88,13 @@ def test_experiment_page_draws_100_trials(page: Page, big: BigSearch, artifacts:
     }
     assert drawn == {s["trialId"]: len(s["batches"]) for s in served["trials"]}
     assert max(drawn.values()) <= PAGE_POINTS
+    held = {
+        int(str(p.get_attribute("data-trial-id"))): int(str(p.get_attribute("data-drawn")))
+        for p in paths.all()
+    }
+    assert held == drawn  # what uPlot holds, read back after drawing
     # Hovering stays quick: a move over the chart answers with a tooltip.
-    box = page.locator("#chart svg").bounding_box()
+    box = page.locator("#chart .u-over").bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.5)
     page.mouse.move(box["x"] + 70, box["y"] + 20)

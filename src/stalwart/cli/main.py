@@ -21,6 +21,7 @@ from stalwart.cli import config as config_cli
 from stalwart.cli import envs as envs_cli
 from stalwart.cli import experiment as experiment_cli
 from stalwart.cli import groups as groups_cli
+from stalwart.cli import importer as importer_cli
 from stalwart.cli import interactive as task_cli
 from stalwart.cli import job as job_cli
 from stalwart.cli import master as master_cli
@@ -75,6 +76,7 @@ app.add_typer(resources_cli.app, name="resources")
 app.add_typer(workspace_cli.app, name="workspace")
 app.add_typer(workspace_cli.project_app, name="project")
 app.add_typer(webhook_cli.app, name="webhook")
+app.add_typer(importer_cli.app, name="import")
 app.command("up")(up_cli.up)
 app.command("down")(up_cli.down)
 

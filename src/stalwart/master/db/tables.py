@@ -49,6 +49,7 @@ __all__ = [
     "Checkpoint",
     "Container",
     "Experiment",
+    "ImportMapping",
     "LoginFailure",
     "MasterMeta",
     "MetricReport",
@@ -286,6 +287,9 @@ class Experiment(Base):
     transaction that changes a trial's ``searcher_metric_value``."""
     best_searcher_metric: Mapped[float | None] = mapped_column(Float)
     """That trial's searcher metric value (what the experiment list sorts and shows)."""
+    notes: Mapped[str] = mapped_column(Text, server_default="")
+    """Free-text notes (``v1Experiment.notes``); set by ``stalwart import determined`` from
+    Determined's, with a line saying why an experiment that was running is paused."""
 
 
 class Trial(Base):
@@ -828,3 +832,22 @@ class WebhookLogMatch(Base):
     trigger_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     """No foreign keys (as ``webhook_deliveries``): written while logs are stored, which a task
     or webhook deleted meanwhile must not fail; the deliverer prunes rows of deleted tasks."""
+
+
+class ImportMapping(Base):
+    """What ``stalwart import determined`` has imported (:mod:`stalwart.master.importer`): one
+    row per imported thing, written in the transaction that imports it, so a second or an
+    interrupted run imports only what is missing.
+
+    ``source`` names the Determined cluster (its ``cluster_id``), ``kind`` the thing (``user``,
+    ``experiment``, ``checkpoint``...), ``old_id`` its id (or uuid, or name) there and
+    ``new_id`` here (the same where it was free). Kind ``metrics`` is a watermark per trial:
+    ``old_id`` the Determined trial, ``new_id`` the highest Determined metrics id imported.
+    """
+
+    __tablename__ = "import_mappings"
+    source: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    old_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    new_id: Mapped[str] = mapped_column(String(255))
+    imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -5,8 +5,9 @@ The official client sends ``sha512(CLIENT_SALT + password)`` (``""`` stays ``""`
 stored is argon2id of that hex string (argon2-cffi's PHC string ``$argon2id$v=19$m=...``, a
 random 16-byte salt each), with OWASP's parameters (19 MiB, 2 passes, 1 lane): about as slow
 as the scrypt (N=2^14) it replaces. Hashes of older masters (``scrypt$N$r$p$salt$digest``) still
-verify, and :func:`needs_rehash` tells login to replace them (and argon2id hashes made with
-other parameters) with a current one.
+verify, and so do the hashes of users imported from Determined (bcrypt of the client-hashed
+password's first 72 bytes, ``$2a$...``: ``stalwart import determined``); :func:`needs_rehash`
+tells login to replace them (and argon2id hashes made with other parameters) with a current one.
 
 An empty password matches only a user whose stored hash is NULL (Determined's rule).
 :func:`verify_password` does the work of one full hash whatever it is given (an unknown user,
@@ -23,6 +24,7 @@ import hashlib
 import hmac
 import secrets
 
+import bcrypt
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
@@ -88,6 +90,20 @@ def _scrypt_verify(stored: str, hashed: str) -> bool | None:
         return None
 
 
+_BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
+
+
+def _bcrypt_verify(stored: str, hashed: str) -> bool:
+    """``stored`` as Determined's bcrypt hash: whether client-hashed ``hashed`` matches it.
+
+    Determined hashes the first 72 bytes of what the client sends (bcrypt reads no more).
+    """
+    try:
+        return bcrypt.checkpw(hashed.encode()[:72], stored.encode())
+    except ValueError:
+        return False
+
+
 def verify_password(hashed: str, stored: str | None) -> bool:
     """Whether client-hashed ``hashed`` matches ``stored`` (``None``: the user has no password).
 
@@ -97,6 +113,8 @@ def verify_password(hashed: str, stored: str | None) -> bool:
     if stored is not None:
         if stored.startswith("$argon2"):
             return _argon2_verify(stored, hashed) and hashed != ""
+        if stored.startswith(_BCRYPT_PREFIXES) and hashed != "":
+            return _bcrypt_verify(stored, hashed)
         legacy = _scrypt_verify(stored, hashed) if hashed != "" else None
         if legacy is not None:
             return legacy
@@ -106,8 +124,11 @@ def verify_password(hashed: str, stored: str | None) -> bool:
 
 
 def needs_rehash(stored: str) -> bool:
-    """Whether ``stored`` is a valid hash made otherwise than today (scrypt, or argon2id with
-    other parameters); False for anything else (e.g. a remote user's marker)."""
+    """Whether ``stored`` is a valid hash made otherwise than today (scrypt, Determined's bcrypt,
+    or argon2id with other parameters); False for anything else (e.g. a remote user's
+    marker)."""
+    if stored.startswith(_BCRYPT_PREFIXES):
+        return True
     if stored.startswith("$argon2"):
         try:
             return _HASHER.check_needs_rehash(stored)

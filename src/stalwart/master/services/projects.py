@@ -43,6 +43,7 @@ __all__ = [
     "add_note",
     "create_project",
     "delete_project",
+    "generated_key",
     "get_project",
     "get_project_by_key",
     "list_projects",
@@ -204,7 +205,8 @@ def _clean_key(session: Session, key: str, other_than: int | None) -> str:
     return key
 
 
-def _generated_key(session: Session, name: str) -> str:
+def generated_key(session: Session, name: str) -> str:
+    """A free project key made from ``name`` (its first letters, then random ones)."""
     prefix = re.sub(r"[^A-Za-z0-9]", "", name).upper()[:3]
     for _ in range(20):
         suffix = "".join(secrets.choice(_KEY_ALPHABET) for _ in range(KEY_LENGTH - len(prefix)))
@@ -245,7 +247,7 @@ def create_project(
         description=description or "",
         workspace_id=workspace.id,
         user_id=user.id,
-        key=_clean_key(session, key, None) if key else _generated_key(session, name),
+        key=_clean_key(session, key, None) if key else generated_key(session, name),
         notes=[],
         created_at=utcnow(),
     )

@@ -81,6 +81,7 @@ __all__ = [
     "report_early_exit",
     "report_progress",
     "set_runner_state",
+    "storage_config_sha256",
     "substate_of_allocation",
     "trial_source_metrics",
     "trial_views",
@@ -545,6 +546,13 @@ def post_run_metadata(session: Session, run_id: int, metadata: Mapping[str, Any]
     return merged
 
 
+def storage_config_sha256(config: Mapping[str, Any]) -> str:
+    """The id of a checkpoint storage config in ``storage_backends``: the SHA-256 of its
+    canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def add_storage_backend(
     session: Session, run_id: int, config: Mapping[str, Any] | None
 ) -> int | None:
@@ -556,8 +564,7 @@ def add_storage_backend(
     get_trial(session, run_id)
     if config is None:
         return None
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    digest = storage_config_sha256(config)
     query = select(StorageBackend.id).where(StorageBackend.config_sha256 == digest)
     found = session.scalar(query)
     if found is not None:

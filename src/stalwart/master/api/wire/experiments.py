@@ -52,6 +52,7 @@ def experiment_to_wire(
         display_name=display_name,
         description=exp.description,
         labels=[str(label) for label in exp.labels or []],
+        notes=exp.notes or "",
         end_time=wire_time(exp.end_time),
         duration=duration,
         progress=exp.progress,

@@ -1,0 +1,123 @@
+// The shell: skip link, header (nav, who is signed in, theme toggle, sign out), the page in
+// <main>, and a toast region. Signed out, every address shows the sign-in page.
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { Link, Navigate, NavigationType, Route, Routes, useLocation, useNavigate, useNavigationType } from "react-router-dom";
+import * as api from "./api";
+import { isAbort, ShellContext, type Shell } from "./app";
+import { ClusterPage } from "./pages/Cluster";
+import { ExperimentPage } from "./pages/Experiment";
+import { ExperimentsPage } from "./pages/Experiments";
+import { LoginPage } from "./pages/Login";
+import { NotFoundPage } from "./pages/NotFound";
+import { TasksPage } from "./pages/Tasks";
+import { TrialPage } from "./pages/Trial";
+import { WebhooksPage } from "./pages/Webhooks";
+import { initialTheme, savedTheme, saveTheme, ThemeContext, type Theme } from "./theme";
+
+const NAV: [string, string, RegExp][] = [
+  ["nav-experiments", "Experiments", /^\/(experiments|trials)/],
+  ["nav-tasks", "Tasks", /^\/tasks/],
+  ["nav-cluster", "Cluster", /^\/cluster/],
+  ["nav-webhooks", "Webhooks", /^\/webhooks/],
+];
+
+export function App() {
+  const location = useLocation();
+  const navigate = useNavigate();
+  const navigationType = useNavigationType();
+  const mainRef = useRef<HTMLElement>(null);
+  const [theme, setTheme] = useState<Theme>(initialTheme);
+  const [toastText, setToastText] = useState("");
+  const [, setSession] = useState(0);  // bumped on sign-in and sign-out
+  const signedIn = Boolean(api.token());
+
+  useEffect(() => {
+    document.documentElement.dataset.theme = theme;
+  }, [theme]);
+  useEffect(() => {
+    const dark = window.matchMedia("(prefers-color-scheme: dark)");
+    const follow = (e: MediaQueryListEvent): void => { if (!savedTheme()) setTheme(e.matches ? "dark" : "light"); };
+    dark.addEventListener("change", follow);
+    return () => dark.removeEventListener("change", follow);
+  }, []);
+  // After a navigation by the user, keyboard focus starts at the new page's content (not on the
+  // first load: Tab then reaches "Skip to content" first).
+  useEffect(() => {
+    if (navigationType === NavigationType.Push) mainRef.current?.focus({ preventScroll: true });
+  }, [location.pathname, navigationType]);
+
+  const toastTimer = useRef<number | undefined>(undefined);
+  const toast = useCallback((message: string) => {
+    setToastText(message);
+    window.clearTimeout(toastTimer.current);
+    toastTimer.current = window.setTimeout(() => setToastText(""), 4000);
+  }, []);
+  const handle = useCallback((err: unknown) => {
+    if (err instanceof api.ApiError && err.status === 401) {
+      api.forget();
+      setSession((n) => n + 1);
+      navigate("/login");
+      return;
+    }
+    if (isAbort(err)) return;
+    console.error(err);
+    toast(`Error: ${err instanceof Error ? err.message : String(err)}`);
+  }, [navigate, toast]);
+  const shell = useMemo<Shell>(() => ({ toast, handle }), [toast, handle]);
+
+  const signOut = async (): Promise<void> => {
+    await api.logout();
+    setSession((n) => n + 1);
+    navigate("/login");
+  };
+  const signedInNow = (): void => {
+    setSession((n) => n + 1);
+    const path = location.pathname;
+    navigate(path === "/login" || path === "/" ? "/experiments" : `${path}${location.search}`);
+  };
+  const toggleTheme = (): void => {
+    const next: Theme = theme === "dark" ? "light" : "dark";
+    saveTheme(next);
+    setTheme(next);
+  };
+
+  return (
+    <ThemeContext.Provider value={theme}>
+      <ShellContext.Provider value={shell}>
+        <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); mainRef.current?.focus(); }}>Skip to content</a>
+        <header className="top">
+          <Link className="brand" to="/experiments">Stalwart</Link>
+          <nav aria-label="Main">
+            {NAV.map(([id, label, pattern]) => (
+              <Link key={id} id={id} to={`/${label.toLowerCase()}`} hidden={!signedIn}
+                aria-current={signedIn && pattern.test(location.pathname) ? "page" : undefined}>{label}</Link>
+            ))}
+          </nav>
+          <span className="spacer" />
+          <span id="who" aria-live="polite">{signedIn ? `Signed in as ${api.username()}` : ""}</span>
+          <button type="button" id="theme-toggle" aria-pressed={theme === "dark"} onClick={toggleTheme}
+            aria-label={`Switch to the ${theme === "dark" ? "light" : "dark"} theme`}>
+            {theme === "dark" ? "Light theme" : "Dark theme"}
+          </button>
+          <button type="button" id="sign-out" hidden={!signedIn} onClick={() => void signOut()}>Sign out</button>
+        </header>
+        <main id="main" tabIndex={-1} ref={mainRef}>
+          {!signedIn ? <LoginPage onSignedIn={signedInNow} /> : (
+            <Routes>
+              <Route path="/" element={<Navigate to="/experiments" replace />} />
+              <Route path="/login" element={<Navigate to="/experiments" replace />} />
+              <Route path="/experiments" element={<ExperimentsPage />} />
+              <Route path="/experiments/:id" element={<ExperimentPage />} />
+              <Route path="/trials/:id" element={<TrialPage />} />
+              <Route path="/tasks" element={<TasksPage />} />
+              <Route path="/cluster" element={<ClusterPage />} />
+              <Route path="/webhooks" element={<WebhooksPage />} />
+              <Route path="*" element={<NotFoundPage />} />
+            </Routes>
+          )}
+        </main>
+        <div id="toast" role="status" aria-live="polite">{toastText}</div>
+      </ShellContext.Provider>
+    </ThemeContext.Provider>
+  );
+}

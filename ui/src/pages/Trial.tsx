@@ -1,0 +1,156 @@
+// #/trials/ID: summary, training and validation charts (one chart per metric, a line per group),
+// system-metric charts from the profiler's groups (with units), checkpoints, and logs that
+// follow. The charts' cursors move together; polling stops once the trial has ended.
+import { useState } from "react";
+import { Link, useParams } from "react-router-dom";
+import * as api from "../api";
+import { isApiError, usePoll } from "../app";
+import { GROUP_COLORS, lineColor } from "../colors";
+import { CheckpointsTable } from "../components/Checkpoints";
+import { Summary, useTitle } from "../components/common";
+import { LineChart, type Line } from "../components/LineChart";
+import { TrialLogs } from "../components/Logs";
+import { fmt, hpText, isTerminal, short } from "../format";
+import { unitOf } from "../units";
+import type { Checkpoint, Experiment, MetricNames, Trial, TrialSeriesAnswer } from "../wire";
+
+const METRIC_GROUPS = ["training", "validation"];
+const SEP = "/";
+
+interface Chart { key: string; title: string; unit: string; lines: Line[] }
+
+/** The image pull time of the trial's latest run that pulled ("none" when no run pulled). */
+export function imagePull(allocations: { imagePullSeconds?: number | null }[]): string {
+  const pulled = allocations.filter((a): a is { imagePullSeconds: number } => typeof a.imagePullSeconds === "number");
+  const last = pulled[pulled.length - 1];
+  if (!last) return allocations.length ? "none" : "–";
+  const s = `${last.imagePullSeconds.toFixed(1)} s`;
+  return pulled.length > 1 ? `${s} (latest of ${pulled.length} runs)` : s;
+}
+
+/** One chart per metric (a line per group) and one per profiler leaf metric (a line per place). */
+export function chartsOf(answers: TrialSeriesAnswer[]): { metrics: Chart[]; system: Chart[] } {
+  const metrics = new Map<string, Chart>();
+  const system = new Map<string, Chart>();
+  for (const answer of answers) {
+    for (const s of answer.series) {
+      if (METRIC_GROUPS.includes(answer.group)) {
+        const chart = metrics.get(s.metric) ?? { key: s.metric, title: s.metric, unit: "", lines: [] };
+        chart.lines.push({ id: answer.group, label: `${answer.group} ${s.metric}`, xs: s.batches, ys: s.values,
+          color: GROUP_COLORS[answer.group] ?? lineColor(chart.lines.length) });
+        metrics.set(s.metric, chart);
+      } else {
+        // Profiler groups nest by agent (and disk or GPU): one chart per leaf metric.
+        const parts = (s.path ?? s.metric.split(SEP)).slice();
+        const leaf = parts.pop() ?? s.metric;
+        const key = `${answer.group}${SEP}${leaf}`;
+        const chart = system.get(key) ?? { key, title: `${answer.group}: ${leaf}`, unit: unitOf(leaf), lines: [] };
+        const where = parts.join(" · ") || answer.group;
+        chart.lines.push({ id: where, label: where, xs: s.batches, ys: s.values, color: lineColor(chart.lines.length) });
+        system.set(key, chart);
+      }
+    }
+  }
+  const sorted = (m: Map<string, Chart>): Chart[] => [...m.values()].sort((a, b) => a.key.localeCompare(b.key));
+  return { metrics: sorted(metrics), system: sorted(system) };
+}
+
+export function TrialPage() {
+  const { id } = useParams();
+  return <TrialView key={id} id={Number(id)} />;
+}
+
+interface Loaded { t: Trial; facts: [string, string][]; checkpoints: Checkpoint[]; metric: string; charts: ReturnType<typeof chartsOf> }
+
+function Charts({ charts, kind, syncKey }: { charts: Chart[]; kind: string; syncKey: string }) {
+  return (
+    <div id={`${kind === "metric" ? "metric" : "system"}-charts`} className="charts">
+      {charts.map((c, i) => (
+        <figure key={c.key} className={`${kind}-chart`} data-key={c.key} aria-labelledby={`${kind}-${i}-caption`}>
+          <figcaption id={`${kind}-${i}-caption`}>{c.unit ? `${c.title} (${c.unit})` : c.title}</figcaption>
+          <LineChart lines={c.lines} xLabel="batches" yLabel={c.title} unit={c.unit} legendLabel={`Lines of ${c.title}`}
+            axisLabel={kind === "system" ? (c.unit || c.key.split(SEP).pop()) : undefined}
+            syncKey={syncKey} aspect={0.5} />
+        </figure>
+      ))}
+    </div>
+  );
+}
+
+function TrialView({ id }: { id: number }) {
+  const [loaded, setLoaded] = useState<Loaded | null>(null);
+  const [metric, setMetric] = useState<string | null>(null);
+  const [ended, setEnded] = useState(false);
+  useTitle(`Trial ${id} · Stalwart`);
+
+  const [missing, setMissing] = useState(false);
+  usePoll(async (signal) => {
+    const found = await api.get<{ trial: Trial }>(`/trials/${id}`, signal).catch((err: unknown) => {
+      if (isApiError(err, 404)) return null;
+      throw err;
+    });
+    if (found === null) { setMissing(true); return false; }  // nothing to poll for
+    const [{ trial: t }, names, ckptData] = await Promise.all([
+      api.get<{ trial: Trial }>(`/trials/${id}`, signal),
+      api.get<MetricNames>(`/ui/trials/${id}/metric-names`, signal),
+      api.get<{ checkpoints?: Checkpoint[] }>(`/trials/${id}/checkpoints?sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC&limit=100`, signal),
+    ]);
+    const done = isTerminal(t.state);
+    const task = t.taskId ? await api.get<{ task?: { allocations?: { imagePullSeconds?: number | null }[] } }>(`/tasks/${encodeURIComponent(t.taskId)}`, signal).catch(() => null) : null;
+    let searcherMetric = metric;
+    if (searcherMetric === null) {
+      const { experiment: e } = await api.get<{ experiment: Experiment }>(`/experiments/${t.experimentId}`, signal);
+      searcherMetric = e.searcherMetric || e.config?.searcher?.metric || "";
+      if (!signal.aborted) setMetric(searcherMetric);
+    }
+    const answers = await Promise.all((names.groups ?? []).map((g) =>
+      api.get<TrialSeriesAnswer>(`/ui/trials/${id}/series?group=${encodeURIComponent(g.group)}&maxPoints=1000`, signal)));
+    if (signal.aborted) return;
+    const latest = t.latestValidation?.metrics?.avgMetrics ?? {};
+    const facts: [string, string][] = [
+      ["State", short(t.state)], ["Batches", String(t.totalBatchesProcessed ?? 0)],
+      ["Restarts", String(t.restarts ?? 0)], ["Searcher metric", fmt(t.searcherMetricValue)],
+      ...(t.logPolicyMatched ? [["Log policy", t.logPolicyMatched] as [string, string]] : []),
+      ["Started", t.startTime ? new Date(t.startTime).toLocaleString() : "–"],
+      ["Ended", t.endTime ? new Date(t.endTime).toLocaleString() : "–"],
+      ["Image pull", imagePull(task?.task?.allocations ?? [])],
+      ...Object.entries(t.hparams ?? {}).map(([k, v]): [string, string] => [k, hpText(v)]),
+      ...Object.entries(latest).filter((kv): kv is [string, number] => typeof kv[1] === "number")
+        .map(([k, v]): [string, string] => [`Latest validation ${k}`, fmt(v)]),
+    ];
+    setLoaded({ t, facts, checkpoints: ckptData.checkpoints ?? [], metric: searcherMetric, charts: chartsOf(answers) });
+    if (done) setEnded(true);
+    return !done;  // an ended trial changes no more
+  }, String(id));
+
+  const t = loaded?.t;
+  const charts = loaded?.charts;
+  if (missing) {
+    return (
+      <>
+        <p><Link to="/experiments">← Experiments</Link></p>
+        <h1>Trial {id} not found</h1>
+        <p className="empty">There is no trial {id}, or you may not see it.</p>
+      </>
+    );
+  }
+  return (
+    <>
+      <p>{t ? <Link to={`/experiments/${t.experimentId}`}>← Experiment {t.experimentId}</Link> : <Link to="/experiments">← Experiments</Link>}</p>
+      <h1>{t ? `Trial ${t.id} of experiment ${t.experimentId}` : `Trial ${id}`}</h1>
+      <Summary facts={loaded?.facts ?? []} />
+      <h2 id="metrics-title">Training and validation metrics</h2>
+      {charts && charts.metrics.length === 0 && <p className="empty" id="metrics-empty">No metrics reported yet.</p>}
+      <Charts charts={charts?.metrics ?? []} kind="metric" syncKey={`trial-${id}`} />
+      <h2 id="system-title">System metrics</h2>
+      {(!charts || charts.system.length === 0) && (
+        <p className="empty" id="system-empty">No system metrics: set profiling.enabled: true in the experiment config to record them.</p>
+      )}
+      <Charts charts={charts?.system ?? []} kind="system" syncKey={`trial-${id}`} />
+      <h2 id="checkpoints-title">Checkpoints</h2>
+      <CheckpointsTable checkpoints={loaded?.checkpoints ?? null} metric={loaded?.metric ?? ""} withTrial={false} />
+      <h2 id="logs-title">Logs</h2>
+      <TrialLogs trialId={id} ended={ended} />
+    </>
+  );
+}
