@@ -4,9 +4,11 @@
 // trial: hyperparameters from `bestTrial.hparams`, metric summaries from
 // `bestTrial.summaryMetrics`, the same trial the server sorts by).
 import { bytes, fmt, hpText, short, when } from "../format";
-import type { ExperimentMore, ProjectColumn, TrialWithSummary } from "../wire";
+import type { ExperimentMore, ProjectColumn, Trial, TrialWithSummary } from "../wire";
 
-export interface Row { experiment: ExperimentMore; bestTrial?: TrialWithSummary | null }
+/** A row: the experiment, its best trial, and its first trial when it has no best one yet
+ * (whose hyperparameters the master then shows and sorts by). */
+export interface Row { experiment: ExperimentMore; bestTrial?: TrialWithSummary | null; firstTrial?: Trial | null }
 
 /** The fixed columns the list knows how to show, with their headings. */
 export const FIXED: [string, string][] = [
@@ -60,8 +62,8 @@ function at(obj: unknown, path: string[]): unknown {
   return node;
 }
 
-/** A hyperparameter's value in the best trial; nested names are joined by dots. */
-function hparam(trial: TrialWithSummary | null | undefined, name: string): unknown {
+/** A hyperparameter's value in a trial; nested names are joined by dots. */
+function hparam(trial: Trial | null | undefined, name: string): unknown {
   const hp = trial?.hparams;
   if (!hp) return undefined;
   if (name in hp) return hp[name];
@@ -80,7 +82,7 @@ function metric(trial: TrialWithSummary | null | undefined, name: string): unkno
 export function cellText(row: Row, name: string): string {
   const e = row.experiment;
   if (name.startsWith("hp.")) {
-    const v = hparam(row.bestTrial, name.slice(3));
+    const v = hparam(row.bestTrial ?? row.firstTrial, name.slice(3));
     return v === undefined ? "–" : hpText(v);
   }
   switch (name) {

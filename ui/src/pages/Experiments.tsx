@@ -4,7 +4,7 @@
 // actions, and pause/activate/kill per row. Everything the user chose lives in the hash's
 // query (#/experiments?state=ACTIVE&sort=hp.lr%3Dasc&cols=id,name,hp.lr&size=50&page=2), so a
 // reload or a shared link shows the same list.
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import { Link } from "react-router-dom";
 import * as api from "../api";
 import { useHashQuery, usePoll, useShell } from "../app";
@@ -13,7 +13,7 @@ import { LabelledSelect, useTitle } from "../components/common";
 import { cellText, DEFAULT_COLUMNS, heading, isNumeric, pickerSections, type Row } from "../components/listColumns";
 import { SavedViews, type View } from "../components/SavedViews";
 import { isTerminal, short } from "../format";
-import type { Project, ProjectColumn, SearchAnswer } from "../wire";
+import type { Project, ProjectColumn, SearchAnswer, Trial } from "../wire";
 
 export const STATES = ["ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "ERROR",
   "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_COMPLETED", "STOPPING_ERROR"];
@@ -119,6 +119,9 @@ export function ExperimentsPage() {
   const [offered, setOffered] = useState<ProjectColumn[]>([]);
   const [data, setData] = useState<{ rows: Row[]; total: number; filtered: boolean } | null>(null);
   const [selected, setSelected] = useState<Map<number, number>>(new Map());
+  // First trials of experiments without a best trial (no validation yet): their hyperparameters
+  // are what the master sorts `hp.*` by. A first trial's hyperparameters never change.
+  const firstTrials = useRef(new Map<number, Trial | null>());
 
   // Choices apply a moment after the last keystroke and live in the hash at once.
   useEffect(() => {
@@ -143,9 +146,10 @@ export function ExperimentsPage() {
     return () => controller.abort();
   }, [handle]);
 
+  const showsHp = (list.cols || "").split(",").some((c) => c.startsWith("hp."));
   const size = Number(applied.size) || DEFAULT_SIZE;
   const page = Math.max(1, Number(applied.page) || 1);
-  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page]);
+  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page, showsHp]);
   const refresh = usePoll(async (signal) => {
     const s = applied;
     const [answer, userList] = await Promise.all([
@@ -155,7 +159,17 @@ export function ExperimentsPage() {
     ]);
     if (signal.aborted) return;
     if (userList) setUsers((userList.users ?? []).map((u) => u.displayName || u.username).sort());
-    const rows = (answer.experiments ?? []).map((r) => ({ experiment: r.experiment, bestTrial: r.bestTrial }));
+    const found = answer.experiments ?? [];
+    const wanted = showsHp ? found.filter((r) => !r.bestTrial && !firstTrials.current.has(r.experiment.id)) : [];
+    await Promise.all(wanted.map(async (r) => {
+      const first = await api.get<{ trials?: Trial[] }>(
+        `/experiments/${r.experiment.id}/trials?sortBy=SORT_BY_ID&orderBy=ORDER_BY_ASC&limit=1`, signal);
+      const trial = first.trials?.[0];
+      if (trial) firstTrials.current.set(r.experiment.id, trial);
+    }));
+    if (signal.aborted) return;
+    const rows = found.map((r) => ({ experiment: r.experiment, bestTrial: r.bestTrial,
+      firstTrial: firstTrials.current.get(r.experiment.id) ?? null }));
     setData({ rows, total: answer.pagination?.total ?? rows.length,
       filtered: Boolean(s.state || s.user || s.label.trim() || s.q.trim()) });
   }, key);
