@@ -279,7 +279,7 @@ def _state(master: ListMaster, exp_id: int) -> dict[str, Any]:
 
 def test_bulk_actions_with_refusals(page: Page, listed: ListMaster, artifacts: Path) -> None:
     """Select-all-on-page then pause, activate, archive (refused for live ones, with the
-    master's reason per experiment), kill, archive, unarchive, move and delete."""
+    master's reason per experiment), kill, archive, unarchive, move, delete and cancel."""
     from playwright.sync_api import expect
 
     made = [
@@ -364,7 +364,11 @@ def test_bulk_actions_with_refusals(page: Page, listed: ListMaster, artifacts: P
     page.locator("button[data-bulk='delete']").click()
     expect_rows(page, [ids[2]])
     page.screenshot(path=artifacts / "23-list-after-bulk.png", full_page=True)
-    next(e for e in made if e.id == ids[2]).kill()
+    # Cancel the moved one: it stops (no trial ran, so it ends at once or soon).
+    page.get_by_label(f"Select experiment {ids[2]}", exact=True).check()
+    page.locator("button[data-bulk='cancel']").click()
+    state = page.locator(f"#experiments tr[data-key='{ids[2]}'] td[data-col='state']")
+    expect(state).to_have_text(re.compile("CANCELED"))
 
 
 def test_compare_experiments_and_trials(page: Page, listed: ListMaster, artifacts: Path) -> None:

@@ -1,5 +1,5 @@
 // Actions on the selected experiments at once, through the master's bulk endpoints:
-// `POST /projects/-1/experiments/{archive,unarchive,pause,activate,kill}` and
+// `POST /projects/-1/experiments/{archive,unarchive,pause,activate,cancel,kill}` and
 // `DELETE /projects/-1/experiments/delete` (project -1: wherever they are), and
 // `POST /projects/{from}/experiments/move` once per source project. Each answers one result per
 // experiment; the refused ones are listed with the master's reason (#bulk-results).
@@ -19,7 +19,8 @@ interface Props {
 
 const VERBS: [string, string, string | null][] = [
   ["archive", "Archive", null], ["unarchive", "Unarchive", null], ["pause", "Pause", null],
-  ["activate", "Activate", null], ["kill", "Kill", "Kill"], ["delete", "Delete", "Delete"],
+  ["activate", "Activate", null], ["cancel", "Cancel", "Cancel"], ["kill", "Kill", "Kill"],
+  ["delete", "Delete", "Delete"],
 ];
 
 export function BulkActions({ selected, projects, after }: Props) {
