@@ -29,7 +29,7 @@ from tests.integration.conftest import MASTER_CONFIG, free_port
 from tests.ui.conftest import admin_headers, sign_in
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, Response
 
 LISTED = 24
 """Experiments of the sort and paging tests: ``list-00`` .. ``list-23``."""
@@ -369,6 +369,20 @@ def test_bulk_actions_with_refusals(page: Page, listed: ListMaster, artifacts: P
     page.locator("button[data-bulk='cancel']").click()
     state = page.locator(f"#experiments tr[data-key='{ids[2]}'] td[data-col='state']")
     expect(state).to_have_text(re.compile("CANCELED"))
+    # With only the experiment's own columns the poll is a conditional GET: once nothing on the
+    # page changes, the browser asks with the ETag it holds and the master answers 304 (the
+    # browser then serves its copy: Playwright sees the request's If-None-Match equal to the
+    # answer's ETag).
+    page.goto(f"{listed.url}/#/experiments?label=bulk&state=CANCELED&archived=1")
+    expect_rows(page, [ids[2], ids[1]])
+    page.wait_for_event("response", predicate=_revalidated, timeout=20_000)
+
+
+def _revalidated(response: Response) -> bool:
+    if "/api/v1/experiments?" not in response.url:
+        return False
+    etag = response.all_headers().get("etag")
+    return etag is not None and response.request.all_headers().get("if-none-match") == etag
 
 
 def test_compare_experiments_and_trials(page: Page, listed: ListMaster, artifacts: Path) -> None:

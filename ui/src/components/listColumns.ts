@@ -27,6 +27,9 @@ export const DEFAULT_COLUMNS = ["id", "name", "state", "progress", "searcherType
 
 const FIXED_NAMES = new Map(FIXED);
 
+/** Whether a column is one of the experiment's own (no trial needed to fill it). */
+export const isFixed = (name: string): boolean => FIXED_NAMES.has(name);
+
 /** A column's heading: the fixed ones by name, `hp.lr` as "lr", metrics as
  * "validation_loss (min)". */
 export function heading(name: string): string {

@@ -1,5 +1,6 @@
 // #/experiments: the list, paged and sorted by the master (`POST /experiments-search`: any
-// column, hyperparameters and metric summaries included, NULLs last both ways), with a column
+// column, hyperparameters and metric summaries included, NULLs last both ways; `GET
+// /experiments` with the same sort and filter, and its ETag, while only fixed columns show), with a column
 // picker, filters (state, user, label, name, archived), saved views, selection with bulk
 // actions, and pause/activate/kill per row. Everything the user chose lives in the hash's
 // query (#/experiments?state=ACTIVE&sort=hp.lr%3Dasc&cols=id,name,hp.lr&size=50&page=2), so a
@@ -10,10 +11,10 @@ import * as api from "../api";
 import { useHashQuery, usePoll, useShell } from "../app";
 import { BulkActions } from "../components/BulkActions";
 import { LabelledSelect, useTitle } from "../components/common";
-import { cellText, DEFAULT_COLUMNS, heading, isNumeric, pickerSections, type Row } from "../components/listColumns";
+import { cellText, DEFAULT_COLUMNS, heading, isFixed, isNumeric, pickerSections, type Row } from "../components/listColumns";
 import { SavedViews, type View } from "../components/SavedViews";
 import { isTerminal, short } from "../format";
-import type { Project, ProjectColumn, SearchAnswer, Trial } from "../wire";
+import type { ExperimentMore, Project, ProjectColumn, SearchAnswer, Trial } from "../wire";
 
 export const STATES = ["ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "ERROR",
   "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_COMPLETED", "STOPPING_ERROR"];
@@ -147,14 +148,28 @@ export function ExperimentsPage() {
   }, [handle]);
 
   const showsHp = (list.cols || "").split(",").some((c) => c.startsWith("hp."));
+  const needsTrials = (list.cols || "").split(",").some((c) => c && !isFixed(c));
   const size = Number(applied.size) || DEFAULT_SIZE;
   const page = Math.max(1, Number(applied.page) || 1);
-  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page, showsHp]);
+  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page, showsHp, needsTrials]);
   const refresh = usePoll(async (signal) => {
     const s = applied;
+    const sort = s.sort || DEFAULT_SORT;
+    const filter = filterJson(s);
+    const offset = (page - 1) * size;
+    // Without hyperparameter or metric columns the rows need no trial: GET /experiments takes the
+    // same sort and filter, and its ETag lets a poll of an unchanged page end in a 304.
+    const read = async (): Promise<SearchAnswer> => {
+      if (needsTrials) {
+        return api.call<SearchAnswer>("POST", "/experiments-search", { sort, filter, offset, limit: size }, "omit", signal);
+      }
+      const qs = new URLSearchParams({ sort, filter, offset: String(offset), limit: String(size) });
+      const plain = await api.get<{ experiments?: ExperimentMore[]; pagination?: SearchAnswer["pagination"] }>(
+        `/experiments?${qs.toString()}`, signal);
+      return { experiments: (plain.experiments ?? []).map((experiment) => ({ experiment })), pagination: plain.pagination };
+    };
     const [answer, userList] = await Promise.all([
-      api.call<SearchAnswer>("POST", "/experiments-search",
-        { sort: `${s.sort || DEFAULT_SORT}`, filter: filterJson(s), offset: (page - 1) * size, limit: size }, "omit", signal),
+      read(),
       users === null ? api.get<{ users?: { username: string; displayName?: string }[] }>("/users", signal).catch(() => null) : null,
     ]);
     if (signal.aborted) return;
