@@ -11,7 +11,21 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import b1, b2, b3, b4, b5, cluster, harness, importer, load, master_api, slurm, soak
+from bench import (
+    b1,
+    b2,
+    b3,
+    b4,
+    b5,
+    cluster,
+    experiment_list,
+    harness,
+    importer,
+    load,
+    master_api,
+    slurm,
+    soak,
+)
 from bench.common import BenchError, Measurement, Options
 
 __all__ = ["BENCHMARKS", "main"]
@@ -24,6 +38,11 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     master_api.NAME: (
         master_api.run,
         "REST API on SQLite: GET/list latency with 10,000 experiments, metric ingest",
+    ),
+    experiment_list.NAME: (
+        experiment_list.run,
+        "experiment table, SQLite and PostgreSQL: 10,000 experiments sorted by searcher metric, "
+        "hyperparameter, validation metric, filtered: p95 < 300 ms",
     ),
     slurm.NAME: (
         slurm.run,

@@ -106,11 +106,19 @@ class HttpClient:
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         """Send one request; return its status and body."""
+        status, _, raw = self.exchange(method, path, body)
+        return status, raw
+
+    def exchange(
+        self, method: str, path: str, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send one request; return its status, headers (lower-case names) and body."""
         for attempt in (1, 2):
             try:
                 self._conn.request(method, path, body=body, headers=self._headers)
                 resp = self._conn.getresponse()
-                return resp.status, resp.read()
+                headers = {k.lower(): v for k, v in resp.getheaders()}
+                return resp.status, headers, resp.read()
             except (ConnectionError, http.client.HTTPException):
                 self._conn.close()
                 self._conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
@@ -165,12 +173,16 @@ class MasterProcess:
 
 
 @contextmanager
-def running_master(home: Path, *, start_timeout_s: float = 60.0) -> Iterator[MasterProcess]:
-    """Run ``stalwart master --home HOME`` on a free loopback port until the block ends."""
+def running_master(
+    home: Path, *, start_timeout_s: float = 60.0, extra_args: Sequence[str] = ()
+) -> Iterator[MasterProcess]:
+    """Run ``stalwart master --home HOME [EXTRA_ARGS]`` on a free loopback port until the
+    block ends (``extra_args``: e.g. ``["--db", url]``)."""
     port = _free_port()
     log_path = home.parent / "master.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STALWART_", "DET_"))}
     cmd = [_stalwart_executable(), "master", "--port", str(port), "--home", str(home)]
+    cmd += list(extra_args)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env

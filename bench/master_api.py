@@ -157,7 +157,12 @@ def _seed(engine: Engine, template_id: int, total: int) -> list[int]:
             )
         for chunk in range(0, len(rows), 1000):
             session.execute(insert(Experiment), rows[chunk : chunk + 1000])
-        ids = list(session.scalars(select(Experiment.id).order_by(Experiment.id)))
+        with_trials = set(session.scalars(select(Trial.experiment_id).distinct()))
+        ids = [  # the template may have its trial already (the master creates it)
+            i
+            for i in session.scalars(select(Experiment.id).order_by(Experiment.id))
+            if i not in with_trials
+        ]
         next_trial = (session.scalar(select(func.max(Trial.id))) or 0) + 1
         trials, tasks = [], []
         for offset, exp_id in enumerate(ids):

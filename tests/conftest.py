@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -89,9 +90,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadSco
     return _ModuleGroups(config, log)
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL whose schema is private to this test (dropped afterwards).
+@contextmanager
+def private_pg_schema() -> Iterator[str]:
+    """A PostgreSQL URL whose schema is private to the block (dropped afterwards), for
+    fixtures of any scope.
 
     Skips when PostgreSQL is unreachable, except under CI=true, where it fails.
     """
@@ -114,3 +116,10 @@ def pg_url() -> Iterator[str]:
         with engine.begin() as conn:
             conn.execute(text(f'drop schema "{schema}" cascade'))
         engine.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose schema is private to this test (:func:`private_pg_schema`)."""
+    with private_pg_schema() as url:
+        yield url

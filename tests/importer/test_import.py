@@ -28,6 +28,7 @@ from stalwart.master.db.tables import (
     TaskLog,
     Template,
     Trial,
+    TrialMetricSummary,
     User,
     Webhook,
     WebhookTrigger,
@@ -158,6 +159,18 @@ def test_everything_comes_over_as_it_was(determined: Determined, target: Engine)
         ).first()
         assert validation is not None
         assert set(validation.metrics) == {"validation_loss", "accuracy"}
+        # what the experiment list sorts by: the best trial, and each trial's summaries
+        asha_trials = [t for t in seeded.trials_of(seeded.asha_id) if t.best_value is not None]
+        best = min(asha_trials, key=lambda t: (t.best_value, t.id))
+        asha_best = session.get(Experiment, seeded.asha_id)
+        assert asha_best is not None
+        assert (asha_best.best_trial_id, asha_best.best_searcher_metric) == (
+            best.id,
+            best.best_value,
+        )
+        summary = session.get(TrialMetricSummary, (best.id, "validation", "validation_loss"))
+        assert summary is not None
+        assert (summary.min, summary.count) == (best.best_value, best.validation_reports)
         training = session.scalars(
             select(MetricReport).where(MetricReport.group == "training")
         ).first()

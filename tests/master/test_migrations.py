@@ -16,13 +16,16 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, select, text, update
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.master.app import create_app
 from stalwart.master.db import migrate
-from stalwart.master.db.engine import make_engine
-from stalwart.master.db.tables import Base
+from stalwart.master.db.engine import make_engine, make_session_factory
+from stalwart.master.db.tables import Base, Experiment, Trial, User
+from stalwart.master.services.bootstrap import bootstrap
+from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.tasks import create_trial
 from stalwart.master.settings import MasterSettings
 from tests.master.conftest import enroll
 
@@ -207,3 +210,50 @@ def test_a_master_upgraded_past_0007_enrolls_the_agents_it_knew(tmp_path: Path) 
             "/api/v1/agents/n1/sync", json=body, headers={AGENT_TOKEN_HEADER: "cluster-token"}
         )
         assert refused.status_code == 401
+
+
+def test_0020_backfills_each_experiments_best_trial_and_metric(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """0020 stores each experiment's best trial and searcher metric value, computed from its
+    trials' values by its own ``smaller_is_better`` (ties to the lowest trial id)."""
+    migrate.upgrade(engine)
+    sessions = make_session_factory(engine)
+    settings = MasterSettings.model_validate({"home": tmp_path / "home"})
+    config = "entrypoint: python3 t.py\nsearcher: {{name: single, metric: loss{extra}}}\n"
+    with sessions() as session:
+        bootstrap(session, "")
+        admin = session.scalars(select(User).where(User.username == "admin")).one()
+        made = {}
+        for name, extra in (("low", ""), ("high", ", smaller_is_better: false"), ("none", "")):
+            exp = create_experiment(
+                session,
+                settings,
+                admin,
+                config_text=config.format(extra=extra),
+                model_definition=[],
+                activate=False,
+            ).experiment
+            trials = [create_trial(session, exp, hparams={}, seed=i) for i in range(3)]
+            made[name] = (exp.id, [t.id for t in trials])
+        values = {"low": (0.5, 0.2, 0.2), "high": (0.5, 0.9, 0.1), "none": (None,) * 3}
+        for name, (_, trial_ids) in made.items():
+            for trial_id, value in zip(trial_ids, values[name], strict=True):
+                session.execute(
+                    update(Trial).where(Trial.id == trial_id).values(searcher_metric_value=value)
+                )
+        session.commit()
+    migrate.downgrade(engine, "0019")
+    migrate.upgrade(engine)
+    with sessions() as session:
+        found = {
+            name: session.execute(
+                select(Experiment.best_trial_id, Experiment.best_searcher_metric).where(
+                    Experiment.id == exp_id
+                )
+            ).one()
+            for name, (exp_id, _) in made.items()
+        }
+    assert tuple(found["low"]) == (made["low"][1][1], 0.2)  # the tie goes to the lower id
+    assert tuple(found["high"]) == (made["high"][1][1], 0.9)
+    assert tuple(found["none"]) == (None, None)

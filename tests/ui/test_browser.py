@@ -19,6 +19,9 @@ from tests.ui.conftest import CORE_API, HPSEARCH_OVERRIDES, admin_headers, sign_
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
+NO_VALUE = "\u2013"
+"""What a cell without a value shows (an en dash)."""
+
 
 def validation_counts(exp: Experiment, group: str = "validation") -> dict[int, int]:
     """Each trial's number of current reports of ``group`` (what the chart must hold)."""
@@ -65,12 +68,17 @@ def test_sign_in_list_and_experiment_page(
     assert page.evaluate("sessionStorage.getItem('stalwart.token')")
 
     row = page.locator(f"#experiments tr[data-key='{asha.id}']")
-    cells = row.locator("td")
-    expect(cells.nth(1)).to_have_text(asha.name)
-    expect(cells.nth(2)).to_have_text("COMPLETED")
-    expect(cells.nth(4)).to_have_text("adaptive_asha")
-    expect(cells.nth(5)).to_have_text("4")
-    expect(cells.nth(7)).to_have_text("admin")
+
+    def cell(name: str) -> Any:
+        return row.locator(f"td[data-col='{name}']")
+
+    expect(cell("name")).to_have_text(asha.name)
+    expect(cell("state")).to_have_text("COMPLETED")
+    expect(cell("searcherType")).to_have_text("adaptive_asha")
+    expect(cell("numTrials")).to_have_text("4")
+    expect(cell("user")).to_have_text("admin")
+    # The Best metric column: the experiment's best searcher metric, as the API gives it.
+    expect(cell("searcherMetricsVal")).not_to_have_text(NO_VALUE)
     expect(row.get_by_role("button", name=f"Pause experiment {asha.id}")).to_be_disabled()
     page.screenshot(path=artifacts / "02-experiments.png", full_page=True)
 
@@ -238,26 +246,26 @@ def test_list_filters_kept_in_the_hash(
         sign_in(page, cluster.url)
         rows = page.locator("#experiments tbody tr")
         expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_be_visible()
-        page.get_by_label("State").select_option("PAUSED")
+        page.get_by_label("State", exact=True).select_option("PAUSED")
         expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_have_count(0)
         expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_be_visible()
         assert "state=PAUSED" in page.url
-        page.get_by_label("State").select_option("")
-        page.get_by_label("Label").fill("ui-filter")
+        page.get_by_label("State", exact=True).select_option("")
+        page.get_by_label("Label", exact=True).fill("ui-filter")
         expect(rows).to_have_count(1)
         expect(rows.first).to_have_attribute("data-key", str(other.id))
-        page.get_by_label("Label").fill("")
-        page.get_by_label("Name contains").fill(asha.name)
+        page.get_by_label("Label", exact=True).fill("")
+        page.get_by_label("Name contains", exact=True).fill(asha.name)
         expect(page.locator(f"#experiments tr[data-key='{other.id}']")).to_have_count(0)
         expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_be_visible()
-        page.get_by_label("User").select_option("admin")
+        page.get_by_label("User", exact=True).select_option("admin")
         expect(page.locator(f"#experiments tr[data-key='{asha.id}']")).to_be_visible()
         assert "user=admin" in page.url
         assert "q=" in page.url
         # A link with filters opens filtered.
         page.goto(f"{cluster.url}/#/experiments?label=ui-filter")
         page.reload()
-        expect(page.get_by_label("Label")).to_have_value("ui-filter")
+        expect(page.get_by_label("Label", exact=True)).to_have_value("ui-filter")
         expect(rows).to_have_count(1)
         page.screenshot(path=artifacts / "08-experiments-filtered.png", full_page=True)
         page.get_by_role("button", name="Clear filters").click()
@@ -285,7 +293,7 @@ def test_pause_and_activate_from_the_list(
     try:
         sign_in(page, cluster.url)
         row = page.locator(f"#experiments tr[data-key='{exp.id}']")
-        state = row.locator("td").nth(2)
+        state = row.locator("td[data-col='state']")
         activate = row.get_by_role("button", name=f"Activate experiment {exp.id}")
         pause = row.get_by_role("button", name=f"Pause experiment {exp.id}")
         expect(state).to_have_text("PAUSED")

@@ -5,6 +5,7 @@ import { Link, Navigate, NavigationType, Route, Routes, useLocation, useNavigate
 import * as api from "./api";
 import { isAbort, ShellContext, type Shell } from "./app";
 import { ClusterPage } from "./pages/Cluster";
+import { ComparePage } from "./pages/Compare";
 import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
 import { JobsPage } from "./pages/Jobs";
@@ -23,7 +24,7 @@ import { WorkspacesPage } from "./pages/Workspaces";
 import { initialTheme, savedTheme, saveTheme, ThemeContext, type Theme } from "./theme";
 
 const NAV: [string, string, RegExp][] = [
-  ["nav-experiments", "Experiments", /^\/(experiments|trials)/],
+  ["nav-experiments", "Experiments", /^\/(experiments|trials|compare)/],
   ["nav-tasks", "Tasks", /^\/tasks/],
   ["nav-cluster", "Cluster", /^\/cluster/],
   ["nav-webhooks", "Webhooks", /^\/webhooks/],
@@ -123,6 +124,7 @@ export function App() {
               <Route path="/experiments" element={<ExperimentsPage />} />
               <Route path="/experiments/:id" element={<ExperimentPage />} />
               <Route path="/trials/:id" element={<TrialPage />} />
+              <Route path="/compare" element={<ComparePage />} />
               <Route path="/tasks" element={<TasksPage />} />
               <Route path="/cluster" element={<ClusterPage />} />
               <Route path="/webhooks" element={<WebhooksPage />} />

@@ -56,3 +56,38 @@ export interface TrialSeriesAnswer {
 }
 
 export interface MetricNames { groups?: { group: string; metrics: string[] }[] }
+
+/** More of `v1Experiment` (the list's optional columns read these by name). */
+export interface ExperimentMore extends Experiment {
+  archived?: boolean;
+  description?: string;
+  projectId?: number;
+  projectName?: string;
+  workspaceName?: string;
+  forkedFrom?: number | null;
+  duration?: number | null;
+  resourcePool?: string;
+  checkpointSize?: string | number;
+  checkpointCount?: number;
+  externalExperimentId?: string | null;
+}
+
+/** A trial as `POST /experiments-search` serves it next to its experiment (`bestTrial`). */
+export interface TrialWithSummary extends Trial {
+  summaryMetrics?: Record<string, Record<string, Record<string, unknown>>> | null;
+}
+
+/** `POST /experiments-search`. */
+export interface SearchAnswer {
+  experiments?: { experiment: ExperimentMore; bestTrial?: TrialWithSummary | null }[];
+  pagination?: { total?: number; offset?: number; limit?: number };
+}
+
+/** `v1ProjectColumn` (`GET /projects/{id}/columns`). */
+export interface ProjectColumn { column: string; location: string; type: string; displayName?: string | null }
+
+/** One experiment's outcome of a bulk action (an empty `error` means done). */
+export interface BulkResult { id: number; error?: string }
+
+/** `v1Project`, as far as the move action uses it. */
+export interface Project { id: number; name: string; workspaceId?: number; workspaceName?: string; archived?: boolean }

@@ -65,8 +65,10 @@ from stalwart.master.api import (
     workspaces,
 )
 from stalwart.master.api.browser import SecurityHeadersMiddleware
+from stalwart.master.api.conditional import ConditionalGetMiddleware
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
+from stalwart.master.api.timing import ServerTimingMiddleware
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.cluster.webhooks import WebhookDeliverer
 from stalwart.master.db import migrate
@@ -207,6 +209,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     )
     app.state.stop_gate = gate
     install_error_handlers(app)
+    app.add_middleware(ConditionalGetMiddleware)  # ETag / 304 on whole JSON GET answers
+    app.add_middleware(ServerTimingMiddleware)  # outside it: a 304's time is measured too
     app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
     app.add_middleware(StopMiddleware, gate=gate)  # a stop answers before the app does anything
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer carries them

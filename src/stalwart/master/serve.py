@@ -19,6 +19,8 @@ How the settings become uvicorn's options (:func:`uvicorn_options`):
 
 from __future__ import annotations
 
+import gc
+import socket
 from types import FrameType
 from typing import Any
 
@@ -42,6 +44,14 @@ class MasterServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.gate.begin()  # signal-safe: a flag, and a call scheduled on the event loop
         super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start serving, then move what is alive (modules, routes, models, the master's state:
+        it lives as long as the process) out of the collector's reach: each full collection
+        walked those 200,000 objects, adding up to 150 ms to whichever request triggered it."""
+        await super().startup(sockets)
+        gc.collect()
+        gc.freeze()
 
 
 def uvicorn_options(settings: MasterSettings) -> dict[str, Any]:

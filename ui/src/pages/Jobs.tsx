@@ -65,7 +65,7 @@ function PoolQueue({ queue, edits, setEdit, update }: {
               <td>{short(job.summary?.state)}</td>
               <td className="num">
                 {full && (priority || fair)
-                  ? <form className="inline" aria-label={`${field} of ${label}`} onSubmit={(e) => {
+                  ? <form className="cell-form" aria-label={`${field} of ${label}`} onSubmit={(e) => {
                       e.preventDefault();
                       const n = Number(edited);
                       void update(job, priority ? { priority: n } : { weight: n }, `set the ${field.toLowerCase()} of ${label}`);

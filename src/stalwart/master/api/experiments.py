@@ -48,6 +48,7 @@ from stalwart.master.rm.agent.manager import AgentManager
 from stalwart.master.rm.base import EnginePools
 from stalwart.master.searcher.preview import preview_search
 from stalwart.master.services import agents as agent_service
+from stalwart.master.services import experiment_columns as columns
 from stalwart.master.services import experiments as svc
 from stalwart.master.services import unmanaged as unmanaged_svc
 from stalwart.master.services.checkpoint_files import set_gc_policy
@@ -315,9 +316,20 @@ def get_experiments(
     show_trial_data: Annotated[bool, Query(alias="showTrialData")] = False,
     offset: int = 0,
     limit: int = 0,
+    sort: str | None = None,
+    filter: str | None = None,
 ) -> Response:
     """A page of experiments (Determined's filters; limit 0 means all, a negative offset counts
-    from the end)."""
+    from the end). Each carries its best trial and best searcher metric whatever
+    ``showTrialData`` says (they are stored on the row).
+
+    Stalwart extensions: ``sort`` (``hp.lr=asc,id=desc``: any column, as
+    ``POST /experiments-search`` takes it) replaces ``sortBy``/``orderBy``; ``filter`` is the
+    web UI's filter JSON (:mod:`stalwart.master.services.experiment_columns`)."""
+    dialect = session.get_bind().dialect.name
+    parsed = columns.parse_filter(filter, dialect)
+    if not parsed.show_archived and archived is None:
+        archived = False
     filters = svc.ExperimentFilters(
         archived=archived,
         users=users or (),
@@ -336,6 +348,8 @@ def get_experiments(
         id_not_in=id_not_in or (),
         sort_by=sort_by.value,
         order_desc=order_by is OrderBy.DESC,
+        sort=columns.parse_sort(sort),
+        condition=parsed.condition,
         show_trial_data=show_trial_data,
         hidden_project_ids=policy.hidden_project_ids(session, caller.user),
     )

@@ -63,6 +63,7 @@ __all__ = [
     "TaskLog",
     "Template",
     "Trial",
+    "TrialMetricSummary",
     "TrialSourceInfo",
     "User",
     "UserGroup",
@@ -283,6 +284,12 @@ class Experiment(Base):
     notes: Mapped[str] = mapped_column(Text, server_default="")
     """Free-text notes (``v1Experiment.notes``); set by ``stalwart import determined`` from
     Determined's, with a line saying why an experiment that was running is paused."""
+    best_trial_id: Mapped[int | None] = mapped_column(Integer)
+    """Its trial with the best searcher metric value (ties: the lowest id); null before any.
+    Kept by :func:`stalwart.master.services.metrics.refresh_experiment_best`, in the
+    transaction that changes a trial's ``searcher_metric_value``."""
+    best_searcher_metric: Mapped[float | None] = mapped_column(Float)
+    """That trial's searcher metric value (what the experiment list sorts and shows)."""
 
 
 class Trial(Base):
@@ -452,6 +459,29 @@ class MetricReport(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column()
     batch_metrics: Mapped[list[Any] | None] = mapped_column()
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class TrialMetricSummary(Base):
+    """The running summary of one numeric validation metric of a trial over its live reports
+    (what the experiment list sorts and filters by without reading the reports' JSON).
+
+    Kept by :mod:`stalwart.master.services.metric_summaries` in the ingest transaction; only
+    finite numbers count. ``last`` is the value in the latest report (by steps, then arrival)
+    that had the metric.
+    """
+
+    __tablename__ = "trial_metric_summaries"
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True
+    )
+    group: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    sum: Mapped[float] = mapped_column(Float)
+    count: Mapped[int] = mapped_column(Integer)
+    last: Mapped[float] = mapped_column(Float)
+    last_steps: Mapped[int] = mapped_column(BigInteger)
 
 
 class StorageBackend(Base):

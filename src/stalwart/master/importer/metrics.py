@@ -12,18 +12,31 @@ Per trial, reports are read in id order through a server-side cursor and written
 with the trial's watermark (kind ``metrics``: the highest Determined metrics id imported), so
 an interrupted import resumes after the last committed batch and a second import reads only
 newer reports. A million reports take well under a minute on PostgreSQL.
+
+What the master keeps beside the reports follows in the same transactions: each batch's live
+validation reports are folded into their trials' summaries
+(:func:`stalwart.master.services.metric_summaries.add_reports`, the only reports decoded), and
+once every trial's metrics are in, each imported experiment's best trial and searcher metric
+are recomputed from its trials' values
+(:func:`stalwart.master.services.metrics.refresh_experiment_best`), so the experiment list sorts
+and shows imported experiments like the others.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Integer, String, Text, select
 
-from stalwart.master.db.tables import UtcDateTime, utcnow
+from stalwart.master.db.tables import Experiment, Trial, UtcDateTime, utcnow
 from stalwart.master.importer.bulk import write_rows
 from stalwart.master.importer.context import Context, aware
 from stalwart.master.importer.source import Row
+from stalwart.master.services import metric_summaries
+from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.services.metrics import refresh_experiment_best
 
 __all__ = ["BATCH", "import_metrics"]
 
@@ -76,9 +89,46 @@ def import_metrics(ctx: Context) -> None:
             continue
         for rows in ctx.source.metrics(old, mark, BATCH):
             write_rows(ctx.session, "metric_reports", _COLUMNS, [_values(new, r) for r in rows])
+            metric_summaries.add_reports(ctx.session, _live_validations(new, rows))
             ctx.ids.record("metrics", old, rows[-1]["id"])
             ctx.session.commit()
             ctx.report.count("metrics", "imported", len(rows))
             done += len(rows)
             ctx.progress("metrics", done, total)
     ctx.progress("metrics", total, total)
+    if not ctx.dry_run:
+        _refresh_best(ctx, [new for _, new in ctx.trials])
+
+
+def _live_validations(trial_id: int, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The batch's live validation reports, decoded, as the summaries take them."""
+    return [
+        {
+            "trial_id": trial_id,
+            "group": metric_summaries.GROUP,
+            "steps_completed": int(r["total_batches"] or 0),
+            "metrics": json.loads(r["metrics_text"] or "{}"),
+        }
+        for r in rows
+        if str(r["metric_group"]) == metric_summaries.GROUP and not r["archived"]
+    ]
+
+
+def _refresh_best(ctx: Context, trial_ids: Sequence[int]) -> None:
+    """Recompute the best trial and searcher metric of the imported trials' experiments (500
+    ids per query: SQLite bounds a statement's parameters)."""
+    ids = sorted(set(trial_ids))
+    experiment_ids: set[int] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        experiment_ids.update(
+            ctx.session.scalars(select(Trial.experiment_id).where(Trial.id.in_(chunk)))
+        )
+    wanted = sorted(experiment_ids)
+    smaller: dict[int, bool] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        for experiment in ctx.session.scalars(select(Experiment).where(Experiment.id.in_(chunk))):
+            smaller[experiment.id] = typed_config(experiment).searcher.smaller_is_better
+    refresh_experiment_best(ctx.session, smaller)
+    ctx.session.commit()

@@ -10,7 +10,10 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
    the first report after a restart);
 3. one ``INSERT`` of the report;
 4. for ``validation`` reports only: the trial's best searcher metric value is lowered (or
-   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``.
+   raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``, the trial's stored
+   validation summaries are updated (:mod:`stalwart.master.services.metric_summaries`), and the
+   experiment's ``best_trial_id`` / ``best_searcher_metric`` are recomputed from its trials
+   (:func:`refresh_experiment_best`; what the experiment list sorts and shows).
 
 :func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
 transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
@@ -62,6 +65,7 @@ from sqlalchemy.orm import Session
 from stalwart.errors import InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, utcnow
+from stalwart.master.services import metric_summaries
 
 __all__ = [
     "TRAINING",
@@ -77,6 +81,7 @@ __all__ = [
     "lttb_indices",
     "metric_series",
     "parse_metric_value",
+    "refresh_experiment_best",
     "report_metrics",
     "report_metrics_many",
     "require_trials",
@@ -368,6 +373,11 @@ def report_metrics_many(
         fresh = _not_stored(connection, rows, reports) if retried else rows
         if fresh:
             connection.execute(_INSERT_REPORT, fresh)
+        # the stored validation summaries (after the insert: a rebuild reads the new rows too)
+        metric_summaries.rebuild(session, rolled_back)
+        metric_summaries.add_reports(
+            session, [r for r in fresh if r["trial_id"] not in rolled_back]
+        )
         values = _update_best(session, rows, experiment_of, rolled_back)
         session.commit()
     return [
@@ -473,7 +483,35 @@ def _update_best(
             .values(searcher_metric_value=value)
             .execution_options(synchronize_session=False)
         )
+    refresh_experiment_best(
+        session, {experiment_of[t]: settings.get(experiment_of[t], (None, True))[1] for t in trials}
+    )
     return values
+
+
+def refresh_experiment_best(session: Session, smaller_is_better: Mapping[int, bool]) -> None:
+    """Recompute each experiment's ``best_trial_id`` and ``best_searcher_metric`` from its
+    trials' ``searcher_metric_value`` (``{experiment id: searcher.smaller_is_better}``): the
+    best value, ties to the lowest trial id; both null when no trial has one. One ``UPDATE``
+    per experiment, in the caller's transaction (the one door that changes trial values)."""
+    for experiment_id, smaller in sorted(smaller_is_better.items()):
+        value = Trial.searcher_metric_value
+        best = (
+            select(Trial.id, value)
+            .where(Trial.experiment_id == experiment_id, value.is_not(None))
+            .order_by(value.asc() if smaller else value.desc(), Trial.id.asc())
+            .limit(1)
+        )
+        found = session.execute(best).first()
+        session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id)
+            .values(
+                best_trial_id=found[0] if found else None,
+                best_searcher_metric=found[1] if found else None,
+            )
+            .execution_options(synchronize_session=False)
+        )
 
 
 def _json_path_safe(key: str) -> bool:

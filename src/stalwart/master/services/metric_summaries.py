@@ -1,0 +1,126 @@
+"""Stored running summaries of each trial's numeric validation metrics
+(``trial_metric_summaries``): min, max, sum, count and the latest value, per trial and metric.
+
+The experiment list sorts and filters 10,000 experiments by a validation metric's summary in
+their best trials (:mod:`stalwart.master.services.experiment_columns`); reading every report's
+JSON for that costs a parse per report, an indexed row costs a seek. Contract:
+
+- Only the ``validation`` group, and only finite numbers (ints, floats; not booleans, not the
+  strings ``"NaN"``/``"Infinity"``) count.
+- Kept in the ingest transaction (:func:`stalwart.master.services.metrics.report_metrics_many`
+  calls :func:`add_reports`, one upsert per trial and metric of the batch), so a summary is
+  never behind the reports it summarizes.
+- A rollback (a restarted run archiving later reports) rebuilds the trial's summaries from
+  its live reports (:func:`rebuild`).
+- ``last``: the value in the latest report that had the metric, by ``steps_completed`` then
+  arrival.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from stalwart.master.db.tables import MetricReport, TrialMetricSummary
+
+__all__ = ["GROUP", "add_reports", "rebuild", "summarize_rows"]
+
+GROUP = "validation"
+
+_T = TrialMetricSummary
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def summarize_rows(
+    rows: Iterable[tuple[int, int, Mapping[str, Any] | None]],
+) -> list[dict[str, Any]]:
+    """Summary rows of ``(trial id, steps, metrics)`` reports given in arrival order."""
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for trial_id, steps, metrics in rows:
+        for name, raw in (metrics or {}).items():
+            value = _finite(raw)
+            if value is None:
+                continue
+            found = out.get((trial_id, name))
+            if found is None:
+                out[(trial_id, name)] = {
+                    "trial_id": trial_id,
+                    "group": GROUP,
+                    "name": name,
+                    "min": value,
+                    "max": value,
+                    "sum": value,
+                    "count": 1,
+                    "last": value,
+                    "last_steps": steps,
+                }
+                continue
+            found["min"] = min(found["min"], value)
+            found["max"] = max(found["max"], value)
+            found["sum"] += value
+            found["count"] += 1
+            if steps >= found["last_steps"]:
+                found["last"], found["last_steps"] = value, steps
+    return list(out.values())
+
+
+def _upsert(session: Session, summaries: Sequence[dict[str, Any]]) -> None:
+    if not summaries:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(_T)
+    new = stmt.excluded
+    newer = new.last_steps >= _T.last_steps  # a later report (or the same step, later)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_T.trial_id, _T.group, _T.name],
+        set_={
+            "min": case((new.min < _T.min, new.min), else_=_T.min),
+            "max": case((new.max > _T.max, new.max), else_=_T.max),
+            "sum": _T.sum + new.sum,
+            "count": _T.count + new.count,
+            "last": case((newer, new.last), else_=_T.last),
+            "last_steps": case((newer, new.last_steps), else_=_T.last_steps),
+        },
+    )
+    session.execute(stmt, sorted(summaries, key=lambda r: (r["trial_id"], r["name"])))
+
+
+def add_reports(session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Fold newly stored report rows (``trial_id``, ``group``, ``steps_completed``,
+    ``metrics``; in arrival order) into their trials' summaries."""
+    validations = [
+        (int(r["trial_id"]), int(r["steps_completed"]), r["metrics"])
+        for r in rows
+        if r["group"] == GROUP
+    ]
+    _upsert(session, summarize_rows(validations))
+
+
+def rebuild(session: Session, trial_ids: Iterable[int]) -> None:
+    """Recompute the trials' summaries from their live validation reports."""
+    ids = sorted(set(trial_ids))
+    if not ids:
+        return
+    session.execute(delete(_T).where(_T.trial_id.in_(ids)))
+    reports = session.execute(
+        select(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.metrics)
+        .where(
+            MetricReport.trial_id.in_(ids),
+            MetricReport.group == GROUP,
+            MetricReport.archived.is_(False),
+        )
+        .order_by(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.id)
+    )
+    _upsert(session, summarize_rows((int(t), int(s), m) for t, s, m in reports))
