@@ -67,6 +67,7 @@ function ExperimentView({ id }: { id: number }) {
   }
   const trials = loaded?.trials ?? [];
   const ended = e ? isTerminal(e.state) : false;
+  const errored = trials.filter((t) => short(t.state) === "ERROR").length;  // the banner is read again when it grows
   const known = TABS.some(([path]) => path === tab);
   const facts: [string, string][] = e ? [
     ["State", short(e.state)], ["Searcher", e.searcherType ?? ""],
@@ -84,7 +85,7 @@ function ExperimentView({ id }: { id: number }) {
     <>
       <p><Link to="/experiments">← Experiments</Link></p>
       <h1>{e ? `Experiment ${e.id}: ${e.name}` : `Experiment ${id}`}</h1>
-      {e && <ExperimentCauseBanner experimentId={id} version={`${e.state} ${e.numTrials ?? 0}`} />}
+      {e && <ExperimentCauseBanner experimentId={id} version={`${e.state} ${errored}`} />}
       {e?.description && <p id="description">{e.description}</p>}
       <Summary facts={facts} />
       {e && (
