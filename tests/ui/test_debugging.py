@@ -79,7 +79,7 @@ def test_failed_runs_show_their_cause_first(
         f"Experiment {failed.id} failed: 1 trial errored"
     )
     expect(banner.locator("[data-field='state']")).to_have_text("ERROR")
-    expect(banner.locator("[data-field='exit']")).to_contain_text("exit code 3")
+    expect(banner.locator("[data-field='exit']")).to_have_text("it exited with code 3")
     expect(banner.locator(".cause-label")).to_contain_text(["CUDA OOM"])
     expect(banner.locator("#cause-lines")).to_contain_text("RuntimeError: CUDA out of memory")
     # The banner comes before the summary.
@@ -90,7 +90,7 @@ def test_failed_runs_show_their_cause_first(
     page.wait_for_url(f"**/#/trials/{trial_id}?logs=1")
     trial_banner = page.locator("#cause")
     expect(trial_banner.get_by_role("heading")).to_have_text(f"Trial {trial_id} failed")
-    expect(trial_banner.locator("[data-field='exit']")).to_contain_text("exit code 3")
+    expect(trial_banner.locator("[data-field='exit']")).to_have_text("it exited with code 3")
     expect(trial_banner.locator(".cause-label")).to_contain_text(["CUDA OOM"])
     expect(page.locator("#logs")).to_be_focused()  # opened at the logs
     expect(page.locator("#summary [data-field='optimizer']")).to_have_text("adam")
@@ -131,7 +131,7 @@ def test_trial_logs_search_follow_and_download(
     assert total > 30
     expect(lines).to_have_count(total)
     stamp = lines.first.locator("time")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} ", stamp.inner_text())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z ", stamp.inner_text())
     assert stamp.get_attribute("datetime")
 
     # Server-side search: ten lines hold "Needle1"; it is case-sensitive.
@@ -304,3 +304,21 @@ def test_edit_name_description_and_labels(
     assert saved["name"] == "ui-failing-renamed"
     assert saved["description"] == "OOM on purpose"
     assert saved["labels"] == ["oom", "debug"]
+
+
+def test_banner_and_tabs_fit_a_phone(
+    page: Page, cluster: LocalCluster, failed: Experiment, artifacts: Path
+) -> None:
+    """At 390 px the failure banner, the tabs and the trials table fit the viewport: the page
+    does not scroll sideways (wide tables and error lines scroll in their own boxes)."""
+    from playwright.sync_api import expect
+
+    page.set_viewport_size({"width": 390, "height": 900})
+    sign_in(page, cluster.url)
+    for tab in ("", "/trials", "/config"):
+        page.goto(f"{cluster.url}/#/experiments/{failed.id}{tab}")
+        expect(page.locator("#cause")).to_be_visible()
+        expect(page.locator("#experiment-tabs a[aria-current='page']")).to_have_count(1)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{tab or 'overview'} is {width} px wide"
+    page.screenshot(path=artifacts / "26-experiment-failed-390px.png", full_page=True)

@@ -66,11 +66,11 @@ function lineElement(className: string, text: string, data: Record<string, strin
   return div;
 }
 
-/** A log line's time for people: `2026-12-04 16:01:02.500` (UTC, as the download writes it). */
+/** A log line's time for people: `2026-12-04 16:01:02.500Z` (UTC, as the download writes it). */
 export function logTime(iso: string | undefined): string {
   if (!iso) return "";
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toISOString().replace("T", " ").replace(/Z$/, "");
+  return Number.isNaN(d.getTime()) ? iso : d.toISOString().replace("T", " ");
 }
 
 /** The query of the trial's logs for the filters picked (`levels` from `level` up). */

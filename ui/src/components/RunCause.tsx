@@ -39,6 +39,13 @@ export function causeLabels(cause: TrialCause): string[] {
   return labels;
 }
 
+/** "it exited with code 3", or the reason with its code when the reason does not name it. */
+export function exitText(reason: string | null | undefined, code: number | null | undefined): string {
+  const r = reason || "it ended without an exit code";
+  if (code == null || r.includes(`code ${code}`) || r.includes(`signal ${-code}`)) return r;
+  return `${r} (exit code ${code})`;
+}
+
 function lineText(l: CauseLine): string {
   return (l.log ?? l.message ?? "").replace(/\n$/, "");
 }
@@ -50,7 +57,7 @@ function TrialCauseBody({ cause, logsLink }: { cause: TrialCause; logsLink: Reac
     <>
       <dl className="cause-facts">
         <dt>State</dt><dd data-field="state">{short(cause.state)}</dd>
-        {f && <><dt>Exit</dt><dd data-field="exit">{f.exitReason ?? "unknown"}{f.exitCode == null ? "" : ` (exit code ${f.exitCode})`}</dd></>}
+        {f && <><dt>Exit</dt><dd data-field="exit">{exitText(f.exitReason, f.exitCode)}</dd></>}
         {cause.restarts > 0 && <><dt>Restarts</dt><dd data-field="restarts">{cause.restarts}</dd></>}
         {f?.agentId && <><dt>Agent</dt><dd data-field="agent">{f.agentId}</dd></>}
       </dl>
