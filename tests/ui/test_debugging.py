@@ -194,6 +194,13 @@ def test_experiment_tabs(
     lr.get_by_role("button").click()
     expect(lr).to_have_attribute("aria-sort", "descending")
     assert order() == sorted(trials, key=lambda t: -float(trials[t].hparams["lr"]))
+    # The order is in the address: a reload keeps it.
+    assert "sort=hp.lr" in page.url
+    assert "order=desc" in page.url
+    page.reload()
+    expect(lr).to_have_attribute("aria-sort", "descending")
+    expect(rows).to_have_count(len(trials))
+    assert order() == sorted(trials, key=lambda t: -float(trials[t].hparams["lr"]))
     best = page.locator("#trials th[data-column='best']")
     best.get_by_role("button").click()
     expect(best).to_have_attribute("aria-sort", "ascending")
@@ -216,7 +223,7 @@ def test_experiment_tabs(
 
     # Checkpoints.
     page.get_by_role("link", name="Checkpoints", exact=True).click()
-    page.wait_for_url(f"**/#/experiments/{asha.id}/checkpoints")
+    page.wait_for_url(f"**/#/experiments/{asha.id}/checkpoints*")
     listed = _get(url, f"/experiments/{asha.id}/checkpoints")["checkpoints"]
     kept = [c for c in listed if c["state"] != "STATE_DELETED"]
     assert len(kept) >= 2
@@ -256,7 +263,7 @@ def test_experiment_tabs(
 
     # Code: the model definition's files, the picked one's text.
     page.get_by_role("link", name="Code", exact=True).click()
-    page.wait_for_url(f"**/#/experiments/{asha.id}/code")
+    page.wait_for_url(f"**/#/experiments/{asha.id}/code*")
     tree = page.locator("#file-tree")
     tree.get_by_role("button", name="3_hpsearch.py", exact=True).click()
     expect(page.locator("#file-title")).to_have_text("3_hpsearch.py")

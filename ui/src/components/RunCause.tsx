@@ -2,7 +2,7 @@
 // read from GET /api/v1/ui/trials/ID/cause or /api/v1/ui/experiments/ID/cause (state, exit
 // reason and code, the log policies' labels such as "CUDA OOM", the last error lines, a link to
 // the logs). Nothing is shown for a run that did not fail.
-import { useEffect, useState } from "react";
+import { useEffect, useLayoutEffect, useRef, useState } from "react";
 import { Link } from "react-router-dom";
 import * as api from "../api";
 import { isAbort, isApiError, useShell } from "../app";
@@ -116,16 +116,20 @@ export function ExperimentCauseBanner({ experimentId, version }: { experimentId:
   );
 }
 
-/** Read `path` once per `version` (errors other than an abort are toasts). */
+/** Read `path` once per `version` (errors other than an abort are toasts). The shell's
+ * `handle` is read through a ref: it changes with every navigation (react-router's navigate),
+ * which must not abort and repeat the read. */
 function useCause<T>(path: string, version: string): T | null {
   const { handle } = useShell();
+  const handleRef = useRef(handle);
+  useLayoutEffect(() => { handleRef.current = handle; });
   const [cause, setCause] = useState<T | null>(null);
   useEffect(() => {
     const controller = new AbortController();
     api.get<T>(path, controller.signal).then(setCause).catch((err: unknown) => {
-      if (!isAbort(err) && !isApiError(err, 404)) handle(err);
+      if (!isAbort(err) && !isApiError(err, 404)) handleRef.current(err);
     });
     return () => controller.abort();
-  }, [path, version, handle]);
+  }, [path, version]);
   return cause;
 }

@@ -1,8 +1,11 @@
 // The experiment page's Trials tab: every trial in a table sorted by any column (id, state,
 // each hyperparameter, batches, latest and best searcher metric, restarts; click a header
 // again to reverse) and narrowed by a text filter (id, state or any hyperparameter value).
+// Sort and filter are kept in the hash's query (`?sort=hp.lr&order=desc&filter=adam`), beside
+// the overview's choices.
 import { useMemo, useState } from "react";
 import { Link } from "react-router-dom";
+import { useHashQuery } from "../../app";
 import { StateCell } from "../../components/common";
 import { fmt, hpText, short } from "../../format";
 import type { Trial } from "../../wire";
@@ -26,9 +29,20 @@ function numberOr(v: unknown): Value {
 }
 
 export function TrialsTab({ trials, searcherMetric }: { trials: Trial[]; searcherMetric: string }) {
-  const [sortKey, setSortKey] = useState("id");
-  const [desc, setDesc] = useState(false);
-  const [filter, setFilter] = useState("");
+  const [query, setQuery] = useHashQuery((q) => {
+    setSortKey(q.get("sort") || "id");
+    setDesc(q.get("order") === "desc");
+    setFilter(q.get("filter") ?? "");
+  });
+  const [sortKey, setSortKey] = useState(query.get("sort") || "id");
+  const [desc, setDesc] = useState(query.get("order") === "desc");
+  const [filter, setFilter] = useState(query.get("filter") ?? "");
+  /** Write the table's choices into the query, keeping every other key (the overview's). */
+  const keep = (patch: { sort?: string; order?: string; filter?: string }): void => {
+    const next: Record<string, string> = Object.fromEntries(query.entries());
+    Object.assign(next, { sort: sortKey === "id" ? "" : sortKey, order: desc ? "desc" : "", filter }, patch);
+    setQuery(next);
+  };
   const hpKeys = useMemo(() => [...new Set(trials.flatMap((t) => Object.keys(t.hparams ?? {})))].sort(), [trials]);
   const columns = useMemo<Column[]>(() => [
     { key: "id", label: "Trial", value: (t) => t.id },
@@ -48,8 +62,10 @@ export function TrialsTab({ trials, searcherMetric }: { trials: Trial[]; searche
   }, [trials, needle, hpKeys, sortValue, desc]);
 
   const sort = (key: string): void => {
-    if (key === sortKey) setDesc(!desc);
-    else { setSortKey(key); setDesc(false); }
+    const reverse = key === sortKey ? !desc : false;
+    setSortKey(key);
+    setDesc(reverse);
+    keep({ sort: key === "id" ? "" : key, order: reverse ? "desc" : "" });
   };
   const cell = (c: Column, t: Trial): React.ReactNode => {
     if (c.key === "id") return <td key={c.key}><Link to={`/trials/${t.id}`} aria-label={`Trial ${t.id}`}>{t.id}</Link></td>;
@@ -65,7 +81,7 @@ export function TrialsTab({ trials, searcherMetric }: { trials: Trial[]; searche
         <span className="field">
           <label htmlFor="trials-filter">Filter trials</label>
           <input type="search" id="trials-filter" value={filter} placeholder="id, state or hyperparameter"
-            onChange={(e) => setFilter(e.target.value)} />
+            onChange={(e) => { setFilter(e.target.value); keep({ filter: e.target.value }); }} />
         </span>
         <span className="muted" id="trials-count" aria-live="polite">{shown.length} of {trials.length} trials</span>
       </div>
