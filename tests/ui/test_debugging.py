@@ -6,6 +6,7 @@ the model definition, the config, notes, editing name, description and labels)."
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -275,6 +276,9 @@ def test_experiment_tabs(
     page.get_by_role("link", name="Config", exact=True).click()
     original = _get(url, f"/experiments/{asha.id}")["experiment"]["originalConfig"]
     assert page.locator("#config").text_content() == original
+    page.get_by_text("Full configuration").click()
+    full = json.loads(str(page.locator("#config-full").text_content()))
+    assert full == _get(url, f"/experiments/{asha.id}")["experiment"]["config"]
     page.get_by_role("link", name="Notes", exact=True).click()
     expect(page.locator("#notes-readonly")).to_contain_text("read-only")
     page.goto(f"{url}/#/experiments/{asha.id}/nowhere")

@@ -12,6 +12,10 @@ export function ConfigTab({ e }: { e: Experiment }) {
       <h2 id="config-title">Config</h2>
       <p className="muted">The experiment&apos;s configuration as it was submitted (YAML).</p>
       <pre className="config" id="config" aria-labelledby="config-title">{e.originalConfig ?? ""}</pre>
+      <details>
+        <summary>Full configuration, with the master&apos;s defaults (JSON)</summary>
+        <pre className="config" id="config-full">{JSON.stringify(e.config ?? {}, null, 2)}</pre>
+      </details>
     </>
   );
 }
