@@ -115,7 +115,7 @@ function ExperimentView({ id }: { id: number }) {
       )}
       {e && tab === "code" && <CodeTab id={id} />}
       {e && tab === "config" && <ConfigTab e={e} />}
-      {e && tab === "notes" && <NotesTab notes={e.notes ?? ""} />}
+      {e && tab === "notes" && <NotesTab e={e} saved={(saved) => { setLoaded({ e: saved, trials }); refresh(); }} />}
     </>
   );
 }
