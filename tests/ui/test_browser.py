@@ -1,5 +1,6 @@
 """The web UI in a real browser against a real master: sign in, the experiments list and its
-filters, the experiment page (learning curves of any metric, scatter, trials, checkpoints), and
+filters, the experiment page (learning curves of any metric, scatter; the trials and
+checkpoints tabs), and
 pause/activate from the UI. Every wait is Playwright's auto-waiting ``expect`` (no sleeps)."""
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def test_sign_in_list_and_experiment_page(
     page.wait_for_url(f"**/#/experiments/{asha.id}")
     expected = validation_counts(asha)
     assert len(expected) == 4
+    # The trials table is the Trials tab (kept in the address).
+    page.get_by_role("link", name="Trials", exact=True).click()
+    page.wait_for_url(f"**/#/experiments/{asha.id}/trials")
     expect(page.locator("#trials tbody tr")).to_have_count(4)
     # The trials table: one row per trial with its hyperparameters, state and best metric.
     header = page.locator("#trials thead th").all_inner_texts()
@@ -98,6 +102,8 @@ def test_sign_in_list_and_experiment_page(
         assert texts[0] == str(trial.id)
         assert texts[header.index("batch_size")] == str(trial.hparams["batch_size"])
         float(texts[header.index("Best loss")])  # a number, not the "no value" dash
+    page.get_by_role("link", name="Overview", exact=True).click()
+    page.wait_for_url(f"**/#/experiments/{asha.id}")
 
     # The chart: one line per trial, as many points as the trial reported, ending on the
     # trial's latest value (read from the chart's DOM twin, the legend).
@@ -115,7 +121,7 @@ def test_sign_in_list_and_experiment_page(
     # (lines of ASHA trials that stopped at the same batch may end on the same spot).
     # Once the page is complete (nothing above the chart moves any more), the cursor enters the
     # plot and comes to rest on that point.
-    expect(page.locator("#checkpoints tbody tr").first).to_be_visible()
+    expect(page.locator("#scatter button.point")).to_have_count(len(expected))
     trial_id = max(expected, key=lambda t: expected[t])
     lines = chart_lines(page, "#chart")
     over = page.locator("#chart .u-over").bounding_box()
@@ -210,14 +216,20 @@ def test_any_metric_scatter_and_checkpoints(
     points.first.focus()
     expect(page.locator("#scatter .tooltip")).to_contain_text("Trial ")
 
-    # Checkpoints: as many rows as the API lists, each linking to its trial.
+    page.screenshot(path=artifacts / "07-experiment-training-loss.png", full_page=True)
+
+    # Checkpoints (their tab): as many rows as the API lists that are not DELETED.
     listed = httpx.get(
         f"{cluster.url}/api/v1/experiments/{asha.id}/checkpoints",
         headers=admin_headers(cluster.url),
     ).json()["checkpoints"]
-    assert listed, "the ASHA trials save checkpoints"
-    expect(page.locator("#checkpoints tbody tr")).to_have_count(min(len(listed), 100))
-    page.screenshot(path=artifacts / "07-experiment-training-loss.png", full_page=True)
+    kept = [c for c in listed if c["state"] != "STATE_DELETED"]
+    assert kept, "the ASHA trials save checkpoints"
+    page.get_by_role("link", name="Checkpoints", exact=True).click()
+    page.wait_for_url(f"**/#/experiments/{asha.id}/checkpoints?*")
+    expect(page.locator("#checkpoints tbody tr")).to_have_count(min(len(kept), 100))
+    page.get_by_role("link", name="Overview", exact=True).click()
+    expect(page.locator("#chart-title")).to_have_text("Learning curves: training loss")
 
     # The picked metric is in the hash: a reload shows the same chart.
     page.reload()

@@ -129,7 +129,7 @@ def test_trial_page_charts_and_checkpoints(
         json={"logs": [oom]},
     ).raise_for_status()
     sign_in(page, cluster.url)
-    page.goto(f"{cluster.url}/#/experiments/{asha.id}")
+    page.goto(f"{cluster.url}/#/experiments/{asha.id}/trials")
     page.get_by_role("link", name=f"Trial {trial.id}", exact=True).click()
     page.wait_for_url(f"**/#/trials/{trial.id}")
     expect(page.get_by_role("heading", level=1)).to_have_text(
@@ -160,7 +160,8 @@ def test_trial_page_charts_and_checkpoints(
     listed = httpx.get(
         f"{cluster.url}/api/v1/trials/{trial.id}/checkpoints", headers=admin_headers(cluster.url)
     ).json()["checkpoints"]
-    expect(page.locator("#checkpoints tbody tr")).to_have_count(len(listed))
+    kept = [c for c in listed if c["state"] != "STATE_DELETED"]  # DELETED ones are hidden
+    expect(page.locator("#checkpoints tbody tr")).to_have_count(len(kept))
     expect(page.locator("#logs .log-line").first).to_be_visible()
     expect(page.locator("#log-status")).to_contain_text("the trial has ended")
     page.screenshot(path=artifacts / "09-trial.png", full_page=True)

@@ -122,7 +122,7 @@ export function App() {
               <Route path="/" element={<Navigate to="/experiments" replace />} />
               <Route path="/login" element={<Navigate to="/experiments" replace />} />
               <Route path="/experiments" element={<ExperimentsPage />} />
-              <Route path="/experiments/:id" element={<ExperimentPage />} />
+              <Route path="/experiments/:id/:tab?" element={<ExperimentPage />} />
               <Route path="/trials/:id" element={<TrialPage />} />
               <Route path="/compare" element={<ComparePage />} />
               <Route path="/tasks" element={<TasksPage />} />

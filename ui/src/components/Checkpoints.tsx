@@ -1,13 +1,16 @@
-// The checkpoints table of the experiment and trial pages (the newest 100).
+// The checkpoints table of the experiment and trial pages (the newest 100); `actions` adds a
+// cell of buttons per row (CheckpointsPanel: copy UUID, register, delete).
+import type { ReactNode } from "react";
 import { Link } from "react-router-dom";
 import { bytes, fmt, short, when } from "../format";
 import type { Checkpoint } from "../wire";
 
-export function CheckpointsTable({ checkpoints, metric, withTrial }: {
-  checkpoints: Checkpoint[] | null; metric: string; withTrial: boolean;
+export function CheckpointsTable({ checkpoints, metric, withTrial, actions }: {
+  checkpoints: Checkpoint[] | null; metric: string; withTrial: boolean; actions?: (c: Checkpoint) => ReactNode;
 }) {
   if (checkpoints === null) return null;
-  const cols = ["UUID", ...(withTrial ? ["Trial"] : []), "Batches", "State", "Size", "Reported", metric ? `Validation ${metric}` : "Validation"];
+  const cols = ["UUID", ...(withTrial ? ["Trial"] : []), "Batches", "State", "Size", "Reported", metric ? `Validation ${metric}` : "Validation",
+    ...(actions ? ["Actions"] : [])];
   return (
     <div className="scroll">
       <table id="checkpoints" aria-labelledby="checkpoints-title">
@@ -27,6 +30,7 @@ export function CheckpointsTable({ checkpoints, metric, withTrial }: {
                 <td className="num">{bytes(size)}</td>
                 <td>{when(c.reportTime)}</td>
                 <td className="num">{typeof v === "number" ? fmt(v) : "–"}</td>
+                {actions && <td className="actions">{actions(c)}</td>}
               </tr>
             );
           })}

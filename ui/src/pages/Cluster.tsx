@@ -15,6 +15,9 @@ const BATCH: Record<string, { system: string; pools: string; pool: string; what:
 };
 const device = (type: string | undefined): string => (type ?? "").replace(/^TYPE_/, "");
 
+/** A pool's slots for people: "4 of 4 slots busy" (never two counts that could read as 8). */
+export const slotsBusy = (used: number, total: number): string => `${used} of ${total} ${total === 1 ? "slot" : "slots"} busy`;
+
 interface Pool { name: string; schedulerType?: string; slotType?: string; numAgents?: number; slotsUsed?: number; slotsAvailable?: number; defaultComputePool?: boolean }
 interface Slot { enabled?: boolean; draining?: boolean; device?: { type?: string; brand?: string }; container?: { id: string; state?: string } | null }
 interface Agent { id: string; resourcePools?: string[]; enabled?: boolean; draining?: boolean; registeredTime?: string; slots?: Record<string, Slot> }
@@ -72,15 +75,14 @@ export function ClusterPage() {
       <h1>Cluster</h1>
       <h2 id="pools-title">{batch ? batch.pools : "Resource pools"}</h2>
       <Table id="pools" labelledBy="pools-title"
-        columns={[batch ? batch.pool : "Pool", "Scheduler", "Slot type", batch ? "Nodes" : "Agents", "Slots used", "Slots available"]}>
+        columns={[batch ? batch.pool : "Pool", "Scheduler", "Slot type", batch ? "Nodes" : "Agents", "Slots busy"]}>
         {pools.map((p) => (
           <tr key={p.name} data-key={p.name}>
             <td>{p.name + (p.defaultComputePool ? " (default)" : "")}</td>
             <td>{(p.schedulerType ?? "").replace(/^SCHEDULER_TYPE_/, "")}</td>
             <td>{device(p.slotType)}</td>
             <td className="num">{p.numAgents ?? 0}</td>
-            <td className="num">{p.slotsUsed ?? 0}</td>
-            <td className="num">{p.slotsAvailable ?? 0}</td>
+            <td className="num" data-field="slots">{slotsBusy(p.slotsUsed ?? 0, p.slotsAvailable ?? 0)}</td>
           </tr>
         ))}
       </Table>

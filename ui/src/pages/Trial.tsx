@@ -1,18 +1,19 @@
 // #/trials/ID: summary, training and validation charts (one chart per metric, a line per group),
 // system-metric charts from the profiler's groups (with units), checkpoints, and logs that
-// follow. The charts' cursors move together; polling stops once the trial has ended.
-import { useState } from "react";
-import { Link, useParams } from "react-router-dom";
+// follow; a failed trial's cause comes first (RunCause). The charts' cursors move together; polling stops once the trial has ended.
+import { useCallback, useEffect, useRef, useState } from "react";
+import { Link, useParams, useSearchParams } from "react-router-dom";
 import * as api from "../api";
 import { isApiError, usePoll } from "../app";
 import { GROUP_COLORS, lineColor } from "../colors";
-import { CheckpointsTable } from "../components/Checkpoints";
+import { CheckpointsPanel } from "../components/CheckpointsPanel";
 import { Summary, useTitle } from "../components/common";
 import { LineChart, type Line } from "../components/LineChart";
 import { TrialLogs } from "../components/Logs";
+import { TrialCauseBanner } from "../components/RunCause";
 import { fmt, hpText, isTerminal, short } from "../format";
 import { unitOf } from "../units";
-import type { Checkpoint, Experiment, MetricNames, Trial, TrialSeriesAnswer } from "../wire";
+import type { Experiment, MetricNames, Trial, TrialSeriesAnswer } from "../wire";
 
 const METRIC_GROUPS = ["training", "validation"];
 const SEP = "/";
@@ -60,7 +61,7 @@ export function TrialPage() {
   return <TrialView key={id} id={Number(id)} />;
 }
 
-interface Loaded { t: Trial; facts: [string, string][]; checkpoints: Checkpoint[]; metric: string; charts: ReturnType<typeof chartsOf> }
+interface Loaded { t: Trial; facts: [string, string][]; metric: string; charts: ReturnType<typeof chartsOf> }
 
 function Charts({ charts, kind, syncKey }: { charts: Chart[]; kind: string; syncKey: string }) {
   return (
@@ -82,6 +83,16 @@ function TrialView({ id }: { id: number }) {
   const [metric, setMetric] = useState<string | null>(null);
   const [ended, setEnded] = useState(false);
   useTitle(`Trial ${id} · Stalwart`);
+  const logsTitle = useRef<HTMLHeadingElement>(null);
+  const toLogs = useCallback(() => {
+    logsTitle.current?.scrollIntoView({ block: "start" });
+    document.getElementById("logs")?.focus({ preventScroll: true });
+  }, []);
+  // #/trials/ID?logs=1 (the experiment's error banner links there): open at the logs.
+  const [query] = useSearchParams();
+  const wantLogs = query.get("logs") !== null;
+  const ready = loaded !== null;
+  useEffect(() => { if (wantLogs && ready) toLogs(); }, [wantLogs, ready, toLogs]);
 
   const [missing, setMissing] = useState(false);
   usePoll(async (signal) => {
@@ -90,10 +101,9 @@ function TrialView({ id }: { id: number }) {
       throw err;
     });
     if (found === null) { setMissing(true); return false; }  // nothing to poll for
-    const [{ trial: t }, names, ckptData] = await Promise.all([
+    const [{ trial: t }, names] = await Promise.all([
       api.get<{ trial: Trial }>(`/trials/${id}`, signal),
       api.get<MetricNames>(`/ui/trials/${id}/metric-names`, signal),
-      api.get<{ checkpoints?: Checkpoint[] }>(`/trials/${id}/checkpoints?sortByAttr=SORT_BY_BATCH_NUMBER&orderBy=ORDER_BY_DESC&limit=100`, signal),
     ]);
     const done = isTerminal(t.state);
     const task = t.taskId ? await api.get<{ task?: { allocations?: { imagePullSeconds?: number | null }[] } }>(`/tasks/${encodeURIComponent(t.taskId)}`, signal).catch(() => null) : null;
@@ -118,7 +128,7 @@ function TrialView({ id }: { id: number }) {
       ...Object.entries(latest).filter((kv): kv is [string, number] => typeof kv[1] === "number")
         .map(([k, v]): [string, string] => [`Latest validation ${k}`, fmt(v)]),
     ];
-    setLoaded({ t, facts, checkpoints: ckptData.checkpoints ?? [], metric: searcherMetric, charts: chartsOf(answers) });
+    setLoaded({ t, facts, metric: searcherMetric, charts: chartsOf(answers) });
     if (done) setEnded(true);
     return !done;  // an ended trial changes no more
   }, String(id));
@@ -138,6 +148,7 @@ function TrialView({ id }: { id: number }) {
     <>
       <p>{t ? <Link to={`/experiments/${t.experimentId}`}>← Experiment {t.experimentId}</Link> : <Link to="/experiments">← Experiments</Link>}</p>
       <h1>{t ? `Trial ${t.id} of experiment ${t.experimentId}` : `Trial ${id}`}</h1>
+      {t && <TrialCauseBanner trialId={id} version={`${t.state} ${t.restarts ?? 0}`} onLogs={toLogs} />}
       <Summary facts={loaded?.facts ?? []} />
       <h2 id="metrics-title">Training and validation metrics</h2>
       {charts && charts.metrics.length === 0 && <p className="empty" id="metrics-empty">No metrics reported yet.</p>}
@@ -148,8 +159,8 @@ function TrialView({ id }: { id: number }) {
       )}
       <Charts charts={charts?.system ?? []} kind="system" syncKey={`trial-${id}`} />
       <h2 id="checkpoints-title">Checkpoints</h2>
-      <CheckpointsTable checkpoints={loaded?.checkpoints ?? null} metric={loaded?.metric ?? ""} withTrial={false} />
-      <h2 id="logs-title">Logs</h2>
+      {loaded && <CheckpointsPanel base={`/trials/${id}`} sortBy="SORT_BY_BATCH_NUMBER" metric={loaded.metric} withTrial={false} ended={ended} />}
+      <h2 id="logs-title" ref={logsTitle}>Logs</h2>
       <TrialLogs trialId={id} ended={ended} />
     </>
   );
