@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, insert, select, text, update
 
 from bench.common import (
     BenchError,
@@ -184,7 +184,11 @@ def seed(engine: Engine, settings: MasterSettings, size: Size) -> int:
         for chunk in range(0, len(summaries), 5000):
             session.execute(insert(TrialMetricSummary), summaries[chunk : chunk + 5000])
         session.commit()
-        return int(exp.id)
+        experiment_id = int(exp.id)
+    if engine.dialect.name == "postgresql":  # statistics, as autovacuum keeps them on a live one
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
+    return experiment_id
 
 
 def _open(browser: Browser, port: int, token: str, experiment_id: int, size: Size) -> Run:
