@@ -25,6 +25,7 @@ from bench import (
     master_api,
     slurm,
     soak,
+    ui_experiment,
 )
 from bench.common import BenchError, Measurement, Options
 
@@ -79,6 +80,11 @@ BENCHMARKS: dict[str, tuple[Callable[[Options], list[Measurement]], str]] = {
     importer.NAME: (
         importer.run,
         "stalwart import determined: a Determined 0.38.1 history with 1,000,000 metric reports",
+    ),
+    ui_experiment.NAME: (
+        ui_experiment.run,
+        "experiment page in chromium: 100 trials x 10,000 points, curves drawn < 1 s cold, "
+        "series requests < 500 ms cold, no polling once ended",
     ),
     soak.NAME: (
         soak.run,
