@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 
 from stalwart.client import Experiment
 from stalwart.local import LocalCluster
@@ -172,3 +173,55 @@ def test_scatter_matrix_and_heat_map_hold_the_trials(
         assert float(legend.get_attribute("data-min") or "nan") == min(values)
         assert float(legend.get_attribute("data-max") or "nan") == max(values)
     page.screenshot(path=str(artifacts / "31-hyperparameters-matrix-heatmap.png"), full_page=True)
+
+
+def ema(values: list[float], weight: float) -> list[float]:
+    """TensorBoard's debiased exponential moving average (what ``smoothing.ts`` draws)."""
+    last = 0.0
+    out = []
+    for n, value in enumerate(values, start=1):
+        last = last * weight + (1 - weight) * value
+        out.append(last / (1 - weight**n))
+    return out
+
+
+def test_trial_smoothing_draws_the_ema_and_keeps_the_raw_line(
+    page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
+) -> None:
+    """The trial page's Smoothing slider draws each metric line as the debiased EMA of the
+    values the series endpoint serves and keeps the raw line, faint, beside it; back at 0 only
+    the raw lines are drawn."""
+    from playwright.sync_api import expect
+
+    trial = max(_trials(cluster.url, asha.id), key=lambda t: t["totalBatchesProcessed"])
+    answer = httpx.get(
+        f"{cluster.url}/api/v1/ui/trials/{trial['id']}/series",
+        params={"group": "validation", "maxPoints": 1000},
+        headers=admin_headers(cluster.url),
+    )
+    answer.raise_for_status()
+    values = next(s["values"] for s in answer.json()["series"] if s["metric"] == "loss")
+    assert len(values) >= 2
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/trials/{trial['id']}")
+    chart = page.locator("#metric-charts figure[data-key=loss]")
+    line = chart.locator("li.series[data-series-id=validation]")
+    expect(line).to_have_attribute("data-points", str(len(values)))
+    assert float(line.get_attribute("data-last") or "nan") == values[-1]
+    expect(chart.locator("li.series[data-raw=true]")).to_have_count(0)
+
+    page.locator("#smoothing").fill("0.6")
+    expect(page.locator("#smoothing-value")).to_have_text("0.60")
+    raw = chart.locator("li.series[data-series-id='validation raw']")
+    expect(raw).to_have_attribute("data-raw", "true")
+    expect(raw).to_have_attribute("data-points", str(len(values)))
+    assert float(raw.get_attribute("data-last") or "nan") == values[-1]
+    smoothed = float(line.get_attribute("data-last") or "nan")
+    assert smoothed == pytest.approx(ema(values, 0.6)[-1], rel=1e-12)
+    assert smoothed != pytest.approx(values[-1], rel=1e-6)
+    expect(line).to_have_attribute("data-drawn", str(len(values)))
+    page.screenshot(path=str(artifacts / "32-trial-smoothed.png"), full_page=True)
+
+    page.locator("#smoothing").fill("0")
+    expect(chart.locator("li.series[data-raw=true]")).to_have_count(0)
+    assert float(line.get_attribute("data-last") or "nan") == values[-1]

@@ -1,4 +1,5 @@
 // #/trials/ID: summary, training and validation charts (one chart per metric, a line per group),
+// a smoothing slider (TensorBoard's EMA on the drawn lines, the raw ones kept faint),
 // system-metric charts from the profiler's groups (with units), checkpoints, and logs that
 // follow; a failed trial's cause comes first (RunCause). The charts' cursors move together; polling stops once the trial has ended.
 import { useCallback, useEffect, useRef, useState } from "react";
@@ -9,6 +10,7 @@ import { GROUP_COLORS, lineColor } from "../colors";
 import { CheckpointsPanel } from "../components/CheckpointsPanel";
 import { Summary, useTitle } from "../components/common";
 import { LineChart, type Line } from "../components/LineChart";
+import { ema } from "../components/smoothing";
 import { TrialLogs } from "../components/Logs";
 import { TrialCauseBanner } from "../components/RunCause";
 import { fmt, hpText, isTerminal, short } from "../format";
@@ -63,13 +65,23 @@ export function TrialPage() {
 
 interface Loaded { t: Trial; facts: [string, string][]; metric: string; charts: ReturnType<typeof chartsOf> }
 
-function Charts({ charts, kind, syncKey }: { charts: Chart[]; kind: string; syncKey: string }) {
+/** The lines drawn for a smoothing weight: each line smoothed (same id, colour and legend) and,
+ * before it, its raw series faint (id `ID raw`); weight 0 draws the raw lines alone. */
+export function smoothed(lines: Line[], weight: number): Line[] {
+  if (weight <= 0) return lines;
+  return lines.flatMap((l) => [
+    { ...l, id: `${l.id} raw`, label: `${l.label} (raw)`, raw: true },
+    { ...l, ys: ema(l.ys, weight) },
+  ]);
+}
+
+function Charts({ charts, kind, syncKey, weight = 0 }: { charts: Chart[]; kind: string; syncKey: string; weight?: number }) {
   return (
     <div id={`${kind === "metric" ? "metric" : "system"}-charts`} className="charts">
       {charts.map((c, i) => (
         <figure key={c.key} className={`${kind}-chart`} data-key={c.key} aria-labelledby={`${kind}-${i}-caption`}>
           <figcaption id={`${kind}-${i}-caption`}>{c.unit ? `${c.title} (${c.unit})` : c.title}</figcaption>
-          <LineChart lines={c.lines} xLabel="batches" yLabel={c.title} unit={c.unit} legendLabel={`Lines of ${c.title}`}
+          <LineChart lines={smoothed(c.lines, weight)} xLabel="batches" yLabel={c.title} unit={c.unit} legendLabel={`Lines of ${c.title}`}
             axisLabel={kind === "system" ? (c.unit || c.key.split(SEP).pop()) : undefined}
             syncKey={syncKey} aspect={0.5} />
         </figure>
@@ -82,6 +94,7 @@ function TrialView({ id }: { id: number }) {
   const [loaded, setLoaded] = useState<Loaded | null>(null);
   const [metric, setMetric] = useState<string | null>(null);
   const [ended, setEnded] = useState(false);
+  const [weight, setWeight] = useState(0);
   useTitle(`Trial ${id} · Stalwart`);
   const logsTitle = useRef<HTMLHeadingElement>(null);
   const toLogs = useCallback(() => {
@@ -152,7 +165,15 @@ function TrialView({ id }: { id: number }) {
       <Summary facts={loaded?.facts ?? []} />
       <h2 id="metrics-title">Training and validation metrics</h2>
       {charts && charts.metrics.length === 0 && <p className="empty" id="metrics-empty">No metrics reported yet.</p>}
-      <Charts charts={charts?.metrics ?? []} kind="metric" syncKey={`trial-${id}`} />
+      {charts && charts.metrics.length > 0 && (
+        <div className="controls">
+          <label htmlFor="smoothing" className="field">
+            Smoothing <input type="range" id="smoothing" min={0} max={0.99} step={0.01} value={weight}
+              onChange={(ev) => setWeight(Number(ev.target.value))} /> <output htmlFor="smoothing" id="smoothing-value">{weight.toFixed(2)}</output>
+          </label>
+        </div>
+      )}
+      <Charts charts={charts?.metrics ?? []} kind="metric" syncKey={`trial-${id}`} weight={weight} />
       <h2 id="system-title">System metrics</h2>
       {(!charts || charts.system.length === 0) && (
         <p className="empty" id="system-empty">No system metrics: set profiling.enabled: true in the experiment config to record them.</p>
