@@ -6,6 +6,8 @@ the heat map, each read through its DOM twin and compared with the trials API.""
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,3 +227,44 @@ def test_trial_smoothing_draws_the_ema_and_keeps_the_raw_line(
     page.locator("#smoothing").fill("0")
     expect(chart.locator("li.series[data-raw=true]")).to_have_count(0)
     assert float(line.get_attribute("data-last") or "nan") == values[-1]
+
+
+def test_trial_x_axis_and_system_metrics_against_wall_time(
+    page: Page, cluster: LocalCluster, asha: Experiment
+) -> None:
+    """The trial page's X axis picker draws the metrics against wall time (seconds since the
+    trial started, from the reports' times the series endpoint serves); epochs are offered only
+    when reports carry an epoch; system metrics are always against wall time."""
+    from playwright.sync_api import expect
+
+    trial = max(_trials(cluster.url, asha.id), key=lambda t: t["totalBatchesProcessed"])
+    answer = httpx.get(
+        f"{cluster.url}/api/v1/ui/trials/{trial['id']}/series",
+        params={"group": "validation", "maxPoints": 1000},
+        headers=admin_headers(cluster.url),
+    )
+    answer.raise_for_status()
+    loss = next(s for s in answer.json()["series"] if s["metric"] == "loss")
+    assert loss["epochs"] is None  # the example reports no epoch
+    assert len(loss["times"]) == len(loss["batches"])
+    start = datetime.fromisoformat(trial["startTime"].replace("Z", "+00:00")).timestamp()
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/trials/{trial['id']}")
+    line = page.locator("#metric-charts figure[data-key=loss] li.series[data-series-id=validation]")
+    expect(line).to_have_attribute("data-x-last", str(loss["batches"][-1]))
+    expect(page.locator("#x-axis option")).to_have_text(["batches", "wall time"])
+
+    page.locator("#x-axis").select_option("time")
+    chart = page.locator("#metric-charts figure[data-key=loss] .uplot")
+    expect(chart).to_have_attribute(
+        "aria-label", re.compile("against seconds since the trial started")
+    )
+    expect(line).to_have_attribute("data-points", str(len(loss["values"])))
+    shown = float(line.get_attribute("data-x-last") or "nan")
+    assert shown == pytest.approx(loss["times"][-1] - start, abs=0.01)
+    assert shown > 0
+
+    system = page.locator("#system-charts figure[data-key='cpu/cpu_util_simple'] .uplot")
+    expect(system).to_have_attribute(
+        "aria-label", re.compile("against seconds since the trial started")
+    )
