@@ -637,7 +637,7 @@ def test_patch_resources_reach_the_scheduler(client: TestClient, admin: dict[str
         ({"resources": {"priority": 0}}, "between 1 and 99"),
         ({"resources": {"weight": 0}}, "greater than 0"),
         ({"resources": {"maxSlots": 0}}, "at least 1"),
-        ({"notes": "x"}, "notes"),
+        ({"notes": "x" * 1_000_001}, "notes must be at most 1,000,000 characters"),
         ({"checkpointStorage": {"saveTrialBest": -1}}, "save_trial_best must be between 0 and"),
         ({"id": 999}, "not the experiment"),
     ],
@@ -651,6 +651,27 @@ def test_patch_refusals(
     assert message in resp.json()["message"]
     exp = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"]
     assert exp["name"] == "keep"
+
+
+def test_patch_notes_are_kept_and_leave_the_config_alone(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    """The web UI's Notes tab and ``PATCH`` with ``notes`` (Determined's ``v1PatchExperiment``):
+    free text stored as sent, served as ``notes``, not written into the config."""
+    exp_id = new_experiment(client, admin)
+    text = "# Findings\nlr 0.1 diverges; try 0.01.\n"
+    resp = client.patch(f"/api/v1/experiments/{exp_id}", json={"notes": text}, headers=admin)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["experiment"]["notes"] == text
+    exp = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"]
+    assert exp["notes"] == text
+    assert "notes" not in exp["config"]
+    client.patch(f"/api/v1/experiments/{exp_id}", json={"name": "renamed"}, headers=admin)
+    kept = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"]
+    assert kept["notes"] == text  # absent: left as it is
+    client.patch(f"/api/v1/experiments/{exp_id}", json={"notes": ""}, headers=admin)
+    cleared = client.get(f"/api/v1/experiments/{exp_id}", headers=admin).json()["experiment"]
+    assert cleared["notes"] == ""
 
 
 def test_patch_archived_unknown_and_credentials(client: TestClient, admin: dict[str, str]) -> None:

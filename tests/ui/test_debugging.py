@@ -279,8 +279,17 @@ def test_experiment_tabs(
     page.get_by_text("Full configuration").click()
     full = json.loads(str(page.locator("#config-full").text_content()))
     assert full == _get(url, f"/experiments/{asha.id}")["experiment"]["config"]
+    # Notes: edited in place, kept by the master, shown again after a reload.
     page.get_by_role("link", name="Notes", exact=True).click()
-    expect(page.locator("#notes-readonly")).to_contain_text("read-only")
+    expect(page.locator("#notes")).to_have_text("No notes.")
+    page.locator("#notes-edit").click()
+    notes = "lr 0.1 diverges\ntry 0.01 next"
+    page.get_by_label("Notes (plain text)").fill(notes)
+    page.locator("#notes-save").click()
+    expect(page.locator("#notes")).to_have_text(notes, use_inner_text=True)
+    assert _get(url, f"/experiments/{asha.id}")["experiment"]["notes"] == notes
+    page.reload()
+    expect(page.locator("#notes")).to_have_text(notes, use_inner_text=True)
     page.goto(f"{url}/#/experiments/{asha.id}/nowhere")
     expect(page.locator("#tab-missing")).to_contain_text("nowhere")
 

@@ -113,7 +113,7 @@ def test_parallel_coordinates_show_every_trial_and_brush(
             page.locator(f"#parallel path.pc-line[data-trial-id='{t['id']}']")
         ).to_have_attribute("data-active", "true" if t["id"] in inside else "false")
     expect(page.locator("#pc-count")).to_have_attribute("data-lit", str(len(inside)))
-    page.screenshot(path=str(artifacts / "30-hyperparameters-brushed.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "45-hyperparameters-brushed.png"), full_page=True)
     page.locator("#pc-clear").click()
     expect(page.locator("#pc-count")).to_have_attribute("data-lit", "4")
 
@@ -174,7 +174,7 @@ def test_scatter_matrix_and_heat_map_hold_the_trials(
         legend = page.locator("#hm-legend")
         assert float(legend.get_attribute("data-min") or "nan") == min(values)
         assert float(legend.get_attribute("data-max") or "nan") == max(values)
-    page.screenshot(path=str(artifacts / "31-hyperparameters-matrix-heatmap.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "46-hyperparameters-matrix-heatmap.png"), full_page=True)
 
 
 def ema(values: list[float], weight: float) -> list[float]:
@@ -222,7 +222,7 @@ def test_trial_smoothing_draws_the_ema_and_keeps_the_raw_line(
     assert smoothed == pytest.approx(ema(values, 0.6)[-1], rel=1e-12)
     assert smoothed != pytest.approx(values[-1], rel=1e-6)
     expect(line).to_have_attribute("data-drawn", str(len(values)))
-    page.screenshot(path=str(artifacts / "32-trial-smoothed.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "47-trial-smoothed.png"), full_page=True)
 
     page.locator("#smoothing").fill("0")
     expect(chart.locator("li.series[data-raw=true]")).to_have_count(0)

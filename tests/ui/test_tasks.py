@@ -116,3 +116,42 @@ def test_the_tasks_page(
     expect(sleeper_row.locator("td").nth(4)).to_have_text("TERMINATED", timeout=60_000)
     expect(sleeper_row.locator("td").nth(6)).not_to_have_text("exited with code 0")
     assert sleeper.reload().ended
+
+
+def test_launching_a_notebook(
+    page: Page, cluster: LocalCluster, client: Client, artifacts: Path
+) -> None:
+    """The Tasks page's form launches a JupyterLab notebook (0 slots: CPU only) as `det notebook
+    start` does: it is listed, becomes ready with an Open link, and is killed from its row; a
+    template that does not exist is refused with the master's reason."""
+    from playwright.sync_api import expect
+
+    sign_in(page, cluster.url)
+    page.get_by_role("link", name="Tasks", exact=True).click()
+    before = {t.id for t in client.list_interactive("notebook")}
+
+    page.get_by_label("Template").fill("no-such-template")
+    page.get_by_role("button", name="Launch notebook").click()
+    expect(page.locator("#notebook-error")).to_contain_text("Could not launch the notebook")
+    assert {t.id for t in client.list_interactive("notebook")} == before
+
+    page.get_by_label("Template").fill("")
+    page.get_by_label("Description", exact=True).fill("launched from the page")
+    expect(page.get_by_label("Slots")).to_have_value("0")
+    page.get_by_role("button", name="Launch notebook").click()
+    expect(page.locator("#toast")).to_contain_text("Launched notebook")
+    expect(page.locator("#notebook-error")).to_have_text("")
+    (launched,) = [t for t in client.list_interactive("notebook") if t.id not in before]
+    assert launched.description == "launched from the page"
+    row = page.locator(f'#tasks tr[data-key="{launched.id}"]')
+    expect(row.locator("td").nth(0)).to_have_text("Notebook")
+    expect(row.locator("td").nth(2)).to_have_text("launched from the page")
+    expect(row.locator("td").nth(4)).to_have_text("RUNNING", timeout=WAIT_S * 1000)
+    launched.wait_ready(timeout=WAIT_S, interval=0.2)
+    link = row.get_by_role("link", name=f"Open notebook {launched.id}")
+    expect(link).to_have_attribute("href", launched.reload().data.service_address or "")
+    page.screenshot(path=str(artifacts / "41-tasks-notebook-launched.png"), full_page=True)
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name=f"Kill notebook {launched.id}").click()
+    expect(row.locator("td").nth(4)).to_have_text("TERMINATED", timeout=60_000)

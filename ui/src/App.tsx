@@ -8,11 +8,19 @@ import { ClusterPage } from "./pages/Cluster";
 import { ComparePage } from "./pages/Compare";
 import { ExperimentPage } from "./pages/Experiment";
 import { ExperimentsPage } from "./pages/Experiments";
+import { JobsPage } from "./pages/Jobs";
 import { LoginPage } from "./pages/Login";
+import { ModelPage } from "./pages/Model";
+import { ModelsPage } from "./pages/Models";
 import { NotFoundPage } from "./pages/NotFound";
+import { ProjectPage } from "./pages/Project";
+import { SettingsPage } from "./pages/Settings";
 import { TasksPage } from "./pages/Tasks";
+import { TemplatesPage } from "./pages/Templates";
 import { TrialPage } from "./pages/Trial";
 import { WebhooksPage } from "./pages/Webhooks";
+import { WorkspacePage } from "./pages/Workspace";
+import { WorkspacesPage } from "./pages/Workspaces";
 import { initialTheme, savedTheme, saveTheme, ThemeContext, type Theme } from "./theme";
 
 const NAV: [string, string, RegExp][] = [
@@ -20,6 +28,10 @@ const NAV: [string, string, RegExp][] = [
   ["nav-tasks", "Tasks", /^\/tasks/],
   ["nav-cluster", "Cluster", /^\/cluster/],
   ["nav-webhooks", "Webhooks", /^\/webhooks/],
+  ["nav-templates", "Templates", /^\/templates/],
+  ["nav-workspaces", "Workspaces", /^\/(workspaces|projects)/],
+  ["nav-models", "Models", /^\/models/],
+  ["nav-jobs", "Jobs", /^\/jobs/],
 ];
 
 export function App() {
@@ -96,6 +108,8 @@ export function App() {
           </nav>
           <span className="spacer" />
           <span id="who" aria-live="polite">{signedIn ? `Signed in as ${api.username()}` : ""}</span>
+          <Link id="nav-settings" to="/settings" hidden={!signedIn}
+            aria-current={signedIn && location.pathname === "/settings" ? "page" : undefined}>Settings</Link>
           <button type="button" id="theme-toggle" aria-pressed={theme === "dark"} onClick={toggleTheme}
             aria-label={`Switch to the ${theme === "dark" ? "light" : "dark"} theme`}>
             {theme === "dark" ? "Light theme" : "Dark theme"}
@@ -114,6 +128,14 @@ export function App() {
               <Route path="/tasks" element={<TasksPage />} />
               <Route path="/cluster" element={<ClusterPage />} />
               <Route path="/webhooks" element={<WebhooksPage />} />
+              <Route path="/templates" element={<TemplatesPage />} />
+              <Route path="/settings" element={<SettingsPage />} />
+              <Route path="/workspaces" element={<WorkspacesPage />} />
+              <Route path="/workspaces/:id" element={<WorkspacePage />} />
+              <Route path="/projects/:id" element={<ProjectPage />} />
+              <Route path="/models" element={<ModelsPage />} />
+              <Route path="/models/:name" element={<ModelPage />} />
+              <Route path="/jobs" element={<JobsPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}

@@ -15,6 +15,10 @@ export interface Experiment {
   startTime?: string;
   endTime?: string | null;
   originalConfig?: string;
+  projectId?: number;
+  projectName?: string;
+  workspaceId?: number;
+  workspaceName?: string;
   config?: { searcher?: { metric?: string; smaller_is_better?: boolean } };
 }
 

@@ -7,6 +7,7 @@ import { useState } from "react";
 import { Link, useLocation, useParams } from "react-router-dom";
 import * as api from "../api";
 import { isApiError, usePoll } from "../app";
+import { Breadcrumbs, experimentCrumbs } from "../components/Breadcrumbs";
 import { CheckpointsPanel } from "../components/CheckpointsPanel";
 import { Summary, useTitle } from "../components/common";
 import { ExperimentCauseBanner } from "../components/RunCause";
@@ -85,6 +86,7 @@ function ExperimentView({ id }: { id: number }) {
   return (
     <>
       <p><Link to="/experiments">← Experiments</Link></p>
+      {e && <Breadcrumbs crumbs={experimentCrumbs(e)} />}
       <h1>{e ? `Experiment ${e.id}: ${e.name}` : `Experiment ${id}`}</h1>
       {e && <ExperimentCauseBanner experimentId={id} version={`${e.state} ${errored}`} />}
       {e?.description && <p id="description">{e.description}</p>}
@@ -119,7 +121,7 @@ function ExperimentView({ id }: { id: number }) {
       )}
       {e && tab === "code" && <CodeTab id={id} />}
       {e && tab === "config" && <ConfigTab e={e} />}
-      {e && tab === "notes" && <NotesTab notes={e.notes ?? ""} />}
+      {e && tab === "notes" && <NotesTab e={e} saved={(saved) => { setLoaded({ e: saved, trials }); refresh(); }} />}
     </>
   );
 }

@@ -109,8 +109,9 @@ function ColumnPicker({ offered, shown, onChange }: { offered: ProjectColumn[]; 
   );
 }
 
-export function ExperimentsPage() {
-  useTitle("Experiments · Stalwart");
+/** The experiments list; with `projectId` (the project page) only that project's, under an h2. */
+export function ExperimentsPage({ projectId }: { projectId?: number } = {}) {
+  useTitle("Experiments · Stalwart");  // the project page sets its own after (parent effects run last)
   const { handle } = useShell();
   const [query, setQuery] = useHashQuery((q) => setList(stateOf(q)));
   const [list, setList] = useState<ListState>(() => stateOf(query));
@@ -151,7 +152,7 @@ export function ExperimentsPage() {
   const needsTrials = (list.cols || "").split(",").some((c) => c && !isFixed(c));
   const size = Number(applied.size) || DEFAULT_SIZE;
   const page = Math.max(1, Number(applied.page) || 1);
-  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page, showsHp, needsTrials]);
+  const key = JSON.stringify([applied.state, applied.user, applied.label, applied.q, applied.archived, applied.sort, size, page, showsHp, needsTrials, projectId]);
   const refresh = usePoll(async (signal) => {
     const s = applied;
     const sort = s.sort || DEFAULT_SORT;
@@ -161,9 +162,10 @@ export function ExperimentsPage() {
     // same sort and filter, and its ETag lets a poll of an unchanged page end in a 304.
     const read = async (): Promise<SearchAnswer> => {
       if (needsTrials) {
-        return api.call<SearchAnswer>("POST", "/experiments-search", { sort, filter, offset, limit: size }, "omit", signal);
+        return api.call<SearchAnswer>("POST", "/experiments-search", { sort, filter, offset, limit: size, ...(projectId ? { projectId } : {}) }, "omit", signal);
       }
       const qs = new URLSearchParams({ sort, filter, offset: String(offset), limit: String(size) });
+      if (projectId) qs.set("projectId", String(projectId));
       const plain = await api.get<{ experiments?: ExperimentMore[]; pagination?: SearchAnswer["pagination"] }>(
         `/experiments?${qs.toString()}`, signal);
       return { experiments: (plain.experiments ?? []).map((experiment) => ({ experiment })), pagination: plain.pagination };
@@ -223,7 +225,7 @@ export function ExperimentsPage() {
 
   return (
     <>
-      <h1 id="experiments-title">Experiments</h1>
+      {projectId ? <h2 id="experiments-title">Experiments</h2> : <h1 id="experiments-title">Experiments</h1>}
       <form className="filters" role="search" aria-label="Filter experiments" onSubmit={(e) => e.preventDefault()}>
         <LabelledSelect id="filter-state" label="State" value={list.state}
           options={[["", "Any state"], ...STATES.map((s): [string, string] => [s, s])]} onChange={(state) => set({ state })} />

@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from "react";
 import * as api from "../api";
 import { useHashQuery, usePoll, useShell } from "../app";
 import { LabelledSelect, StateCell, Table, useTitle } from "../components/common";
+import { LaunchNotebook } from "../components/LaunchNotebook";
 import { TaskLogs } from "../components/Logs";
 import { short, when } from "../format";
 
@@ -91,6 +92,7 @@ export function TasksPage() {
         })}
       </Table>
       {items && list.length === 0 && <p className="empty">{kind ? `No ${KINDS[kind] ?? kind} yet.` : EMPTY}</p>}
+      <LaunchNotebook onLaunched={() => refresh()} />
       <section id="task-logs-section" aria-labelledby="task-logs-title" hidden={!logs} ref={logsBox}>
         <div className="controls">
           <h2 id="task-logs-title">{logs ? `Logs of ${labelOf(logs)}` : ""}</h2>

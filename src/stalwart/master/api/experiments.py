@@ -444,25 +444,22 @@ def patch_experiment(
     session: SessionDep,
     state: StateDep,
 ) -> Response:
-    """Edit name, description, labels, ``max_slots``, ``priority`` or ``weight`` (Determined's
-    ``PATCH /api/v1/experiments/{id}``; absent or null fields are left as they are, except
-    ``resources.maxSlots: null``, which removes the limit).
+    """Edit name, description, labels, notes, ``max_slots``, ``priority`` or ``weight``
+    (Determined's ``PATCH /api/v1/experiments/{id}``; absent or null fields are left as they
+    are, except ``resources.maxSlots: null``, which removes the limit).
 
     ``checkpointStorage`` (``det e set gc-policy``) changes the checkpoint GC policy, applied by
     the cluster loop once the experiment has ended
     (:func:`stalwart.master.services.checkpoint_files.set_gc_policy`).
 
-    400 if the body's ``id`` names another experiment, for non-empty ``notes`` (not stored) and
-    for a negative ``save_*`` count; otherwise see
-    :func:`stalwart.master.services.experiments.patch_experiment`. The scheduler is woken so a
-    new ``max_slots``, ``priority`` or ``weight`` applies at once.
+    400 if the body's ``id`` names another experiment and for a negative ``save_*`` count;
+    otherwise see :func:`stalwart.master.services.experiments.patch_experiment`. The scheduler
+    is woken so a new ``max_slots``, ``priority`` or ``weight`` applies at once.
     """
     if body.id is not None and body.id != experiment_id:
         raise InvalidArgumentError(
             f"the body's id ({body.id}) is not the experiment in the path ({experiment_id})"
         )
-    if body.notes:
-        raise InvalidArgumentError("experiment notes are not supported by Stalwart yet")
     if body.checkpoint_storage is not None:
         gc = body.checkpoint_storage
         set_gc_policy(
@@ -483,6 +480,7 @@ def patch_experiment(
             name=body.name,
             description=body.description,
             labels=body.labels,
+            notes=body.notes,
             max_slots=res.max_slots if res else None,
             priority=res.priority if res else None,
             weight=res.weight if res else None,

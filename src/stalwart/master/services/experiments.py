@@ -391,6 +391,10 @@ def archive_experiment(session: Session, experiment_id: int, archived: bool) -> 
     session.commit()
 
 
+MAX_NOTES = 1_000_000
+"""The longest experiment notes accepted (characters), as a bound on a row, not a style rule."""
+
+
 @dataclass(frozen=True)
 class ExperimentPatch:
     """A partial edit of an experiment; None leaves a field as it is.
@@ -402,6 +406,7 @@ class ExperimentPatch:
     name: str | None = None
     description: str | None = None
     labels: Sequence[str] | None = None
+    notes: str | None = None
     max_slots: int | None = None
     priority: int | None = None
     weight: float | None = None
@@ -434,6 +439,12 @@ def patch_experiment(session: Session, experiment_id: int, patch: ExperimentPatc
     if patch.description is not None:
         experiment.description = patch.description
         config["description"] = patch.description
+    if patch.notes is not None:
+        if len(patch.notes) > MAX_NOTES:
+            raise InvalidArgumentError(
+                f"notes must be at most {MAX_NOTES:,} characters long (got {len(patch.notes):,})"
+            )
+        experiment.notes = patch.notes  # free text: not part of the config
     if patch.labels is not None:
         labels = list(dict.fromkeys(patch.labels))
         if any(not label.strip() for label in labels):

@@ -1,5 +1,5 @@
-// The experiment page's Config and Notes tabs, and the form that edits the experiment's name,
-// description and labels (PATCH /api/v1/experiments/ID).
+// The experiment page's Config and Notes tabs (notes edited in place), and the form that edits
+// the experiment's name, description and labels (PATCH /api/v1/experiments/ID).
 import { useState } from "react";
 import * as api from "../../api";
 import { useShell } from "../../app";
@@ -20,13 +20,42 @@ export function ConfigTab({ e }: { e: Experiment }) {
   );
 }
 
-/** Notes are read-only: this master refuses to store experiment notes (PATCH answers 400). */
-export function NotesTab({ notes }: { notes: string }) {
+/** The experiment's notes (free text, kept by the master): shown, and edited in place
+ * (PATCH /api/v1/experiments/ID with `notes`); `saved` gets the experiment as answered. */
+export function NotesTab({ e, saved }: { e: Experiment & { notes?: string; archived?: boolean }; saved: (e: Experiment) => void }) {
+  const { toast, handle } = useShell();
+  const notes = e.notes ?? "";
+  const [draft, setDraft] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const save = async (): Promise<void> => {
+    if (draft === null) return;
+    setBusy(true);
+    try {
+      const answer = await api.call<{ experiment: Experiment }>("PATCH", `/experiments/${e.id}`, { notes: draft });
+      toast(`Notes of experiment ${e.id} saved`);
+      setDraft(null);
+      saved(answer.experiment);
+    } catch (err) { handle(err); } finally { setBusy(false); }
+  };
   return (
     <>
       <h2 id="notes-title">Notes</h2>
-      <p className="muted" id="notes-readonly">Notes are read-only here: this master does not store experiment notes yet. Use the description for what others should know.</p>
-      {notes ? <div className="notes" id="notes">{notes}</div> : <p className="empty" id="notes">No notes.</p>}
+      {draft === null ? (
+        <>
+          {notes ? <div className="notes" id="notes">{notes}</div> : <p className="empty" id="notes">No notes.</p>}
+          <button type="button" id="notes-edit" onClick={() => setDraft(notes)} disabled={e.archived === true}
+            title={e.archived === true ? "Unarchive the experiment to edit its notes" : undefined}>Edit notes</button>
+        </>
+      ) : (
+        <>
+          <label htmlFor="notes-text">Notes (plain text)</label>
+          <textarea id="notes-text" rows={12} value={draft} onChange={(ev) => setDraft(ev.target.value)} />
+          <div className="actions">
+            <button type="button" id="notes-save" onClick={() => void save()} disabled={busy}>Save notes</button>
+            <button type="button" onClick={() => setDraft(null)} disabled={busy}>Cancel</button>
+          </div>
+        </>
+      )}
     </>
   );
 }

@@ -219,7 +219,7 @@ class PatchExperimentRequest(WireRequest):
     name: str | None = Field(default=None, description="New name (not blank).")
     description: str | None = Field(default=None, description="New description.")
     labels: list[str] | None = Field(default=None, description="The complete new label list.")
-    notes: str | None = Field(default=None, description="Not stored: only empty is accepted.")
+    notes: str | None = Field(default=None, description="The experiment's notes (free text).")
     resources: PatchResources | None = Field(default=None, description="Scheduling knobs.")
     checkpoint_storage: PatchCheckpointStorage | None = Field(
         default=None, description="The checkpoint GC policy's counts."

@@ -1,0 +1,13 @@
+// A labelled form field: the label above its control (the control's id is `id`).
+export function Field({ id, label, children }: { id: string; label: string; children: React.ReactNode }) {
+  return <span className="field"><label htmlFor={id}>{label}</label>{children}</span>;
+}
+
+/** The message of a refused call for a form's error line, or null when the shell must handle it
+ * (a 401 goes to sign-in; anything that is not an API answer is a toast). */
+export function refusal(err: unknown, what: string): string | null {
+  const e = err as { status?: unknown; message?: unknown } | null;
+  if (!e || typeof e.status !== "number" || e.status === 401) return null;
+  const reason = typeof e.message === "string" ? e.message : "";
+  return e.status === 403 ? `Not allowed to ${what}: ${reason}` : `Could not ${what}: ${reason}`;
+}
