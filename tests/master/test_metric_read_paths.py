@@ -9,6 +9,7 @@
   through ``parse_metric_value``, finite only, the original LTTB).
 - ``GET /api/v1/ui/experiments/{id}/metric-names`` takes a bounded number of queries however
   many trials, and lists what the per-trial reads listed.
+- ``GET /api/v1/ui/trials/{id}/series`` carries each point's report time and epoch.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import math
 import random
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +399,38 @@ def test_series_answered_again_only_while_the_trial_is_unchanged(client: TestCli
         report_metrics_many(session, [MetricsInput(trial, 2, "custom", 6, {"c": 1})])
     assert steps() == [1, 2, 3, 4, 5]
     assert [p[0] for p in _reference_series(state, trial, "training", "loss")] == [1, 2, 3, 4, 5]
+
+
+def test_trial_series_carry_report_times_and_epochs(client: TestClient) -> None:
+    """``GET /api/v1/ui/trials/{id}/series`` gives each kept point its report's time (seconds
+    since the Unix epoch) and, when a report of the metric carries a top-level ``epoch``, its
+    epoch (null for a report without one); ``epochs`` is null when none does."""
+    state = _state(client)
+    admin = login(client, "admin")
+    _, (trial,) = _experiment(state, 1)
+    times = ["2026-01-02T03:04:05Z", "2026-01-02T03:04:07Z", "2026-01-02T03:05:05Z"]
+    with state.sessions() as session:
+        report_metrics_many(
+            session,
+            [
+                MetricsInput(trial, 1, "training", 10, {"loss": 3.0, "epoch": 1}, None, times[0]),
+                MetricsInput(trial, 1, "training", 20, {"loss": 2.0}, None, times[1]),
+                MetricsInput(trial, 1, "training", 30, {"loss": 1.0, "epoch": 3}, None, times[2]),
+                MetricsInput(trial, 1, "validation", 30, {"loss": 1.5}, None, times[2]),
+            ],
+        )
+    body = client.get(
+        f"/api/v1/ui/trials/{trial}/series", params={"group": "training"}, headers=admin
+    ).json()
+    loss = next(s for s in body["series"] if s["metric"] == "loss")
+    assert loss["batches"] == [10, 20, 30]
+    assert loss["epochs"] == [1.0, None, 3.0]
+    expected = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times]
+    assert loss["times"] == expected
+    epoch = next(s for s in body["series"] if s["metric"] == "epoch")
+    assert epoch["epochs"] == [1.0, 3.0]
+    body = client.get(
+        f"/api/v1/ui/trials/{trial}/series", params={"group": "validation"}, headers=admin
+    ).json()
+    assert body["series"][0]["epochs"] is None
+    assert body["series"][0]["times"] == [expected[2]]

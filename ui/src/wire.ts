@@ -52,7 +52,11 @@ export interface SeriesAnswer {
 
 export interface TrialSeriesAnswer {
   group: string;
-  series: { metric: string; path?: string[]; batches: number[]; values: number[]; total: number }[];
+  series: {
+    metric: string; path?: string[]; batches: number[]; values: number[]; total: number;
+    /** Report times (seconds since the Unix epoch) and top-level `epoch` values, per point. */
+    times?: number[]; epochs?: (number | null)[] | null;
+  }[];
 }
 
 export interface MetricNames { groups?: { group: string; metrics: string[] }[] }

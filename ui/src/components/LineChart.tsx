@@ -4,7 +4,7 @@
 //
 // uPlot draws on canvas, so the chart has a DOM twin that people with screen readers and the
 // tests read: the legend, one <li class="series"> per line carrying data-series-id (and
-// data-trial-id), data-points (points drawn), data-last (the last value), data-color and
+// data-trial-id), data-points (points drawn), data-last (the last value), data-x-last (its x), data-color and
 // data-end ("left,top" of the last point in CSS pixels inside .u-over) and data-drawn (the points
 // the plot holds, read back from uPlot after drawing); the chart's root says
 // what it shows (role="img", aria-label) and, after a zoom, data-x-min/data-x-max.
@@ -14,6 +14,7 @@ import { fmt, si } from "../format";
 import { useTheme } from "../theme";
 import { prefixed } from "../units";
 import { axis, heightFor, zoomedIn } from "./chartTheme";
+import { faint } from "./smoothing";
 import { useWidth } from "./useWidth";
 
 export interface Line {
@@ -23,6 +24,8 @@ export interface Line {
   ys: number[];
   color: string;
   trialId?: number;
+  /** Drawn thin and faint (the raw series beside its smoothed line); its legend item says so. */
+  raw?: boolean;
 }
 
 interface Props {
@@ -173,7 +176,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", axisLabel, log = f
       series: [
         {},
         ...current.map((l) => ({
-          label: l.label, stroke: l.color, width: 1.6, spanGaps: true,
+          label: l.label, stroke: l.raw ? faint(l.color) : l.color, width: l.raw ? 1 : 1.6, spanGaps: true,
           points: { show: l.xs.length <= 2, size: 7, fill: l.color, stroke: l.color },
         })),
       ],
@@ -230,7 +233,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", axisLabel, log = f
       <ul className="legend" aria-label={legendLabel} ref={legendRef}>
         {lines.map((l, i) => (
           <li key={l.id} className={`series${hover?.line === i ? " focused" : ""}`} data-series-id={l.id}
-            data-trial-id={l.trialId} data-points={l.xs.length} data-last={l.ys[l.ys.length - 1]} data-color={l.color}>
+            data-trial-id={l.trialId} data-raw={l.raw ? "true" : undefined} data-points={l.xs.length} data-last={l.ys[l.ys.length - 1]} data-x-last={l.xs[l.xs.length - 1]} data-color={l.color}>
             <button type="button" onFocus={() => show(i)} onMouseEnter={() => show(i)} onBlur={hide} onMouseLeave={hide}>
               <span className="swatch" style={{ background: l.color }} />{l.label}
             </button>

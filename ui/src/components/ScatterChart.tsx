@@ -88,7 +88,7 @@ export function ScatterChart({ points, xLabel, yLabel, axisLabel, logX = false, 
           const at = placed[i] ?? { left: 0, top: 0 };
           const color = trialColor(p.id);
           return (
-            <button key={p.id} type="button" className="point" data-trial-id={p.id} data-color={color}
+            <button key={p.id} type="button" className="point" data-trial-id={p.id} data-color={color} data-x={p.x} data-y={p.y}
               aria-label={`${p.label}: ${xLabel} ${fmt(p.x)}, ${yLabel} ${fmt(p.y)}`}
               style={{ left: offset.x + at.left, top: offset.y + at.top, background: color }}
               onMouseEnter={() => setShown(i)} onFocus={() => setShown(i)}

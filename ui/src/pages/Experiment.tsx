@@ -1,6 +1,6 @@
 // #/experiments/ID[/TAB]: the error banner of a failed run first, summary, actions and editing
 // (name, description, labels), then tabs kept in the address: Overview (learning curves and
-// the scatter), Trials (sort and filter), Checkpoints, Code, Config, Notes.
+// the scatter), Trials (sort and filter), Hyperparameters (parallel coordinates, scatter matrix, heat map), Checkpoints, Code, Config, Notes.
 // The experiment and its trials are polled here (the tabs read them); polling stops once the
 // experiment has ended and was read (it changes no more).
 import { useState } from "react";
@@ -15,13 +15,14 @@ import { fmt, isTerminal, short, when } from "../format";
 import type { Experiment, Trial } from "../wire";
 import { CodeTab } from "./experiment/CodeTab";
 import { ConfigTab, EditExperiment, NotesTab } from "./experiment/Details";
+import { HyperparametersTab } from "./experiment/HyperparametersTab";
 import { Overview } from "./experiment/Overview";
 import { TrialsTab } from "./experiment/TrialsTab";
 import { ExperimentActions } from "./Experiments";
 
 /** The tabs: [path segment ("" for the overview), label]. */
 export const TABS: [string, string][] = [
-  ["", "Overview"], ["trials", "Trials"], ["checkpoints", "Checkpoints"], ["code", "Code"], ["config", "Config"], ["notes", "Notes"],
+  ["", "Overview"], ["trials", "Trials"], ["hyperparameters", "Hyperparameters"], ["checkpoints", "Checkpoints"], ["code", "Code"], ["config", "Config"], ["notes", "Notes"],
 ];
 
 /** The experiment as this page reads it (fields the shared wire type leaves out). */
@@ -109,6 +110,9 @@ function ExperimentView({ id }: { id: number }) {
       {!known && <p className="empty" id="tab-missing">There is no &ldquo;{tab}&rdquo; section. <Link to={to("")}>Go to the overview</Link></p>}
       {e && tab === "" && <Overview id={id} trials={trials} searcherMetric={searcherMetric} ended={ended} />}
       {e && tab === "trials" && <TrialsTab trials={trials} searcherMetric={searcherMetric} />}
+      {e && tab === "hyperparameters" && (
+        <HyperparametersTab trials={trials} searcherMetric={searcherMetric} smallerIsBetter={e.config?.searcher?.smaller_is_better ?? true} config={e.config} />
+      )}
       {e && tab === "checkpoints" && (
         <>
           <h2 id="checkpoints-title">Checkpoints</h2>

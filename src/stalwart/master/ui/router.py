@@ -73,6 +73,14 @@ class SeriesOfMetric(WireModel):
     total: int = Field(description="Numeric points reported (before downsampling).")
     batches: list[int] = Field(description="stepsCompleted of each kept point, ascending.")
     values: list[float] = Field(description="The metric at each kept point.")
+    times: list[float] = Field(
+        description="Each kept point's report time, seconds since the Unix epoch (UTC)."
+    )
+    epochs: list[float | None] | None = Field(
+        default=None,
+        description="Each kept point's report's top-level 'epoch' (or 'epochs') value; absent "
+        "when no report of the metric carries one.",
+    )
 
 
 class TrialSeriesResponse(WireModel):
@@ -156,14 +164,17 @@ def trial_series(
         raise NotFoundError(f"trial {trial_id} not found")
     out: list[SeriesOfMetric] = []
     for found in series_svc.trial_group_series(session, trial_id, group, metrics or ()):
-        batches, values = found.downsampled(max_points)
+        keep = found.kept(max_points)
+        epochs = [found.epochs[i] for i in keep]
         out.append(
             SeriesOfMetric(
                 metric=found.name,
                 path=list(found.path),
                 total=len(found.batches),
-                batches=batches,
-                values=values,
+                batches=[found.batches[i] for i in keep],
+                values=[found.values[i] for i in keep],
+                times=[found.times[i] for i in keep],
+                epochs=epochs if any(e is not None for e in epochs) else None,
             )
         )
     return TrialSeriesResponse(trial_id=trial_id, group=group, max_points=max_points, series=out)

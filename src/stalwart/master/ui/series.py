@@ -22,6 +22,7 @@ Contract:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import threading
 from collections import OrderedDict
@@ -174,11 +175,19 @@ class GroupSeries:
     path: tuple[str, ...] = ()
     batches: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    """Each point's report time (seconds since the Unix epoch, UTC)."""
+    epochs: list[float | None] = field(default_factory=list)
+    """Each point's report's top-level ``epoch`` (or ``epochs``) value, None without one."""
+
+    def kept(self, max_points: int) -> list[int]:
+        """The indices of at most ``max_points`` points, keeping the curve's shape."""
+        pairs = [(float(b), v) for b, v in zip(self.batches, self.values, strict=True)]
+        return metrics_svc.downsample_lttb(pairs, max_points)
 
     def downsampled(self, max_points: int) -> tuple[list[int], list[float]]:
         """At most ``max_points`` of the points, keeping the curve's shape."""
-        pairs = [(float(b), v) for b, v in zip(self.batches, self.values, strict=True)]
-        keep = metrics_svc.downsample_lttb(pairs, max_points)
+        keep = self.kept(max_points)
         return [self.batches[i] for i in keep], [self.values[i] for i in keep]
 
 
@@ -188,15 +197,19 @@ def trial_group_series(
     """Each flattened metric of ``group`` of the trial (only those in ``only`` when given), in
     step order, sorted by name."""
     wanted = set(only)
-    query = select(MetricReport.steps_completed, MetricReport.metrics).where(
+    query = select(
+        MetricReport.steps_completed, MetricReport.metrics, MetricReport.report_time
+    ).where(
         MetricReport.trial_id == trial_id,
         MetricReport.group == group,
         MetricReport.archived.is_(False),
     )
     out: dict[str, GroupSeries] = {}
-    for steps, metrics in session.execute(
+    for steps, metrics, reported in session.execute(
         query.order_by(MetricReport.steps_completed, MetricReport.id)
     ):
+        when = _seconds(reported)
+        epoch = _epoch(metrics or {})
         for path, value in flatten_paths(metrics or {}):
             name = SEPARATOR.join(path)
             if wanted and name not in wanted:
@@ -206,7 +219,24 @@ def trial_group_series(
                 series = out[name] = GroupSeries(name, path)
             series.batches.append(int(steps))
             series.values.append(value)
+            series.times.append(when)
+            series.epochs.append(epoch)
     return [out[name] for name in sorted(out)]
+
+
+def _seconds(moment: dt.datetime) -> float:
+    """``moment`` in seconds since the Unix epoch (a naive time is UTC, as the master stores it)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
+
+def _epoch(metrics: Mapping[str, Any]) -> float | None:
+    """The report's ``epoch`` (or ``epochs``) value when it is a number."""
+    for key in ("epoch", "epochs"):
+        if key in metrics:
+            return to_float(metrics[key])
+    return None
 
 
 @dataclass(frozen=True)
