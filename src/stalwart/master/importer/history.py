@@ -113,6 +113,7 @@ def _replayed(ctx: Context, old_id: int, config: dict[str, Any], trials: list[Ro
             trial_id=int(t["id"]),
             state=_ENDED.get(str(t["state"]), "PAUSED"),
             end_time=aware(t["end_time"]),
+            hparams=dict(t["hparams"] or {}),
         )
         for t in trials
     ]

@@ -7,7 +7,9 @@ search so far and ``det e activate`` goes on from there.
 
 - Each ``Create`` the searcher returns is bound, in order, to the next imported trial in
   Determined's creation order (trial id). The imported trial keeps Determined's hyperparameters
-  and takes the ``Create``'s request id (that id names it in every later searcher call).
+  and takes the ``Create``'s request id (that id names it in every later searcher call). A grid
+  search binds only a trial that ran the ``Create``'s grid point (else the points left to run
+  would not be the ones Determined left).
 - The trials' validations (the searcher config's metric, in Determined's report order; the time
   metric ``batches`` is the report's ``total_batches`` when the report lacks it) and the exits
   of ended trials (COMPLETED: exited; ERROR: errored; CANCELED: user-canceled) are fed in time
@@ -20,9 +22,9 @@ search so far and ``det e activate`` goes on from there.
   paused experiment.
 
 :class:`ReplayError` says why a search cannot be replayed (a searcher kind that is not
-supported, more imported trials than the searcher creates, a search that is over, a
-validation without the searcher metric); the importer then imports the experiment CANCELED
-with that reason.
+supported, more imported trials than the searcher creates, a grid point out of place, a
+search that is over, a validation without the searcher metric); the importer then imports the
+experiment CANCELED with that reason.
 """
 
 from __future__ import annotations
@@ -78,11 +80,12 @@ class Validation:
 @dataclass(frozen=True)
 class ReplayTrial:
     """An imported trial as the replay sees it: its Determined id, state here (an ended state,
-    or PAUSED for a trial that was live) and end time."""
+    or PAUSED for a trial that was live), end time and hyperparameters."""
 
     trial_id: int
     state: str
     end_time: dt.datetime | None
+    hparams: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,6 +135,11 @@ def replay(
                     result.creates.append(action)
                     continue
                 trial = unbound.pop(0)
+                if name == "grid" and dict(trial.hparams) != action.hparams:
+                    raise ReplayError(
+                        f"trial {trial.trial_id} ran another grid point than Stalwart's grid "
+                        "search would have at that place"
+                    )
                 result.requests[trial.trial_id] = action.request_id
                 by_request[action.request_id] = trial
                 for event in waiting.pop(trial.trial_id):
