@@ -5,7 +5,9 @@ imported into a master's SQLite database before the master starts. Then, with th
 ``det`` CLI and SDK: an imported user logs in with the password they had on Determined (and
 it is rehashed to Stalwart's own); the experiments are listed and described; each trial's
 metrics and best checkpoint read back; a checkpoint downloads from its original storage; the
-model's versions are listed; a trial's imported task logs read back.
+model's versions are listed; a trial's imported task logs read back; the experiments that were
+running (a single trial, an adaptive ASHA search) are activated with ``det e activate`` and
+resume their own trials.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ from tests.compat.conftest import (
     sdk_result,
 )
 from tests.importer.conftest import Determined, new_determined
+from tests.importer.seed import LiveSearches, add_live_searches
 
 pytestmark = pytest.mark.compat
 
 SDK_SCRIPT = REPO / "tests" / "compat" / "workflows" / "imported_sdk.py"
+LIVE: dict[str, LiveSearches] = {}
+"""The live searches added to each seeded database, by its url."""
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +47,10 @@ def imported(
     """A master started on a database the seeded Determined cluster was imported into."""
     databases = new_determined(tmp_path_factory.mktemp("det-checkpoints"))
     source = next(databases)
+    seeded = source.seeded
+    LIVE[source.url] = add_live_searches(
+        source.url, seeded.storage_dir, seeded.project_id, seeded.user_ids["alice"]
+    )
     workdir = tmp_path_factory.mktemp("master")
     home = workdir / "master-home"
     home.mkdir(mode=0o700)
@@ -50,7 +59,7 @@ def imported(
         report = import_determined(source.url, engine, task_logs=True)
     finally:
         engine.dispose()
-    assert report.imported("experiment") == 3, report.render()
+    assert report.imported("experiment") == 5, report.render()
     master = _start_master(workdir)
     try:
         yield master, source
@@ -146,6 +155,39 @@ def test_the_paused_experiment_activates_with_its_one_trial(
             "SELECT id, latest_checkpoint FROM trials WHERE experiment_id = ?", (seeded.single_id,)
         ).fetchall()
     assert rows == [(trial.id, trial.checkpoints[-1])]  # no new trial; resumes from there
+
+
+def test_the_live_asha_search_activates_with_its_own_trials(
+    det_venv: Path, imported: tuple[MasterProcess, Determined], tmp_path: Path
+) -> None:
+    """The ASHA search that was running on Determined, replayed at import: activated with the
+    official client, its two running trials are ACTIVE again with their latest checkpoints, the
+    trials ASHA stopped stay COMPLETED, and no trial is added (the master has been driving it
+    since it started)."""
+    master, source = imported
+    live = LIVE[source.url]
+    cli = det_at(det_venv, master, tmp_path / "alice")
+    cli.login("alice", source.seeded.passwords["alice"])
+    described = json.loads(cli.ok("experiment", "describe", str(live.asha_id), "--json").stdout)
+    assert described[0]["experiment"]["state"] == "STATE_PAUSED"
+    cli.ok("experiment", "activate", str(live.asha_id))
+    described = json.loads(cli.ok("experiment", "describe", str(live.asha_id), "--json").stdout)
+    assert described[0]["experiment"]["state"] == "STATE_QUEUED"  # ACTIVE, waiting for an agent
+    with sqlite3.connect(master.home / "master.db") as db:
+        rows = {
+            row[0]: row[1:]
+            for row in db.execute(
+                "SELECT id, state, latest_checkpoint FROM trials WHERE experiment_id = ?",
+                (live.asha_id,),
+            )
+        }
+    t = live.trials
+    assert len(rows) == live.asha_max_trials
+    for role in ("asha-running", "asha-young"):
+        assert rows[t[role].id] == ("ACTIVE", t[role].checkpoints[-1])
+    for role in ("asha-best", "asha-stopped-1", "asha-stopped-2"):
+        assert rows[t[role].id][0] == "COMPLETED"
+    assert rows[t["asha-errored"].id][0] == "ERROR"
 
 
 def test_trial_logs_read_back(alice: Det, imported: tuple[MasterProcess, Determined]) -> None:

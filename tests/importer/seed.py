@@ -42,7 +42,9 @@ from stalwart.master.services.passwords import CLIENT_SALT
 
 __all__ = [
     "SCHEMA",
+    "LiveSearches",
     "Seeded",
+    "add_live_searches",
     "add_training_metrics",
     "create_determined_database",
     "determined_hash",
@@ -431,10 +433,19 @@ class _Writer:
         )
         trial.log_lines.append(line)
 
-    def report(self, trial: SeededTrial, steps: int, loss: float, *, run: int = 0) -> None:
-        """Training metrics at ``steps``, and every 100 batches a validation and a
-        checkpoint (with its files) as the harness reports them."""
-        when = T0 + dt.timedelta(seconds=steps)
+    def report(
+        self,
+        trial: SeededTrial,
+        steps: int,
+        loss: float,
+        *,
+        run: int = 0,
+        when: dt.datetime | None = None,
+    ) -> None:
+        """Training metrics at ``steps`` (at ``when``, else ``steps`` seconds after T0), and
+        every 100 batches a validation and a checkpoint (with its files) as the harness
+        reports them."""
+        when = when or T0 + dt.timedelta(seconds=steps)
         self.conn.execute(
             "INSERT INTO raw_steps (trial_id, end_time, metrics, total_batches, trial_run_id) "
             "VALUES (%s, %s, %s, %s, %s)",
@@ -764,3 +775,142 @@ def add_trial(url: str, storage: Path, experiment_id: int, project_id: int) -> S
         w.finish_trial(trial, 0.03)
         conn.commit()
     return trial
+
+
+@dataclass
+class LiveSearches:
+    """What :func:`add_live_searches` wrote: the two experiments and their trials by role."""
+
+    asha_id: int
+    asha_max_trials: int
+    random_id: int
+    random_max_trials: int
+    trials: dict[str, SeededTrial]
+    """``asha-best`` (reached the top rung), ``asha-stopped-1``/``-2`` (stopped at the first
+    rung), ``asha-running`` (promoted, running), ``asha-young`` (running, before its first
+    validation), ``asha-errored``; ``random-done``, ``random-running``."""
+
+
+def _timed_trial(
+    w: _Writer,
+    experiment_id: int,
+    project: int,
+    hparams: dict[str, Any],
+    state: str,
+    *,
+    start: dt.timedelta,
+    end: dt.timedelta | None,
+    seed_value: int,
+) -> SeededTrial:
+    trial = w.trial(
+        experiment_id, project, hparams, state, ended=end is not None, seed_value=seed_value
+    )
+    w.conn.execute(
+        "UPDATE runs SET start_time = %s, end_time = %s WHERE id = %s",
+        (T0 + start, T0 + end if end is not None else None, trial.id),
+    )
+    return trial
+
+
+def add_live_searches(url: str, storage: Path, project: int, owner: int) -> LiveSearches:
+    """Two searches caught running, as Determined's master leaves them mid-way.
+
+    ``live-asha`` (adaptive ASHA, aggressive: one bracket, rungs at 100 and 400 batches, six
+    trials, three at a time), in order of events: three trials start; the second and third
+    rank below the first at the first rung and are stopped (COMPLETED at 100 batches), their
+    replacements start; the first reaches 400 and completes, its replacement errors at once.
+    Two are still RUNNING with checkpoints: one promoted past the first rung (at 200 batches),
+    one before its first validation (a checkpoint at 50). ``live-random`` (random, three
+    trials, two at a time): one COMPLETED, one RUNNING with a checkpoint, and the third not
+    created yet (Determined's master was between the first's exit and its replacement)."""
+    minutes = dt.timedelta(minutes=1)
+    with psycopg.connect(url) as conn:
+        w = _Writer(conn, storage)
+        asha_config = _config(
+            "live-asha",
+            {
+                "name": "adaptive_asha",
+                "max_length": {"batches": 400},
+                "max_trials": 6,
+                "max_rungs": 5,
+                "divisor": 4,
+                "mode": "aggressive",
+                "bracket_rungs": [],
+                "max_concurrent_trials": 3,
+                "stop_once": False,
+            },
+            storage,
+        )
+        asha = w.experiment(
+            config=asha_config, state="ACTIVE", owner=owner, project=project, ended=False
+        )
+        trials: dict[str, SeededTrial] = {}
+        # role, start, end, state, [(steps, minute, loss)]
+        plan: list[tuple[str, int, int | None, str, list[tuple[int, int, float]]]] = [
+            ("asha-best", 0, 41, "COMPLETED", [(100, 10, 0.3), (200, 20, 0.25), (400, 40, 0.2)]),
+            ("asha-stopped-1", 0, 13, "COMPLETED", [(100, 12, 0.5)]),
+            ("asha-stopped-2", 0, 15, "COMPLETED", [(100, 14, 0.6)]),
+            ("asha-running", 13, None, "RUNNING", [(100, 25, 0.2), (200, 35, 0.15)]),
+            ("asha-young", 15, None, "RUNNING", []),
+            ("asha-errored", 41, 45, "ERROR", []),
+        ]
+        for n, (role, start, end, state, reports) in enumerate(plan):
+            trial = _timed_trial(
+                w,
+                asha,
+                project,
+                {"global_batch_size": 64, "lr": 0.001 * (n + 1), "hidden": 32 + 16 * n},
+                state,
+                start=start * minutes,
+                end=end * minutes if end is not None else None,
+                seed_value=3000 + n,
+            )
+            for steps, minute, loss in reports:
+                w.report(trial, steps, loss / 1.1, when=T0 + minute * minutes)
+            if role == "asha-young":
+                w.report(trial, 50, 0.9, when=T0 + 20 * minutes)
+                w.checkpoint(trial, 50, T0 + 20 * minutes, 0.99)
+            trials[role] = trial
+
+        random_config = _config(
+            "live-random",
+            {
+                "name": "random",
+                "max_trials": 3,
+                "max_concurrent_trials": 2,
+                "max_length": {"batches": 400},
+            },
+            storage,
+        )
+        rand = w.experiment(
+            config=random_config, state="ACTIVE", owner=owner, project=project, ended=False
+        )
+        done = _timed_trial(
+            w,
+            rand,
+            project,
+            {"global_batch_size": 64, "lr": 0.01, "hidden": 64},
+            "COMPLETED",
+            start=dt.timedelta(0),
+            end=30 * minutes,
+            seed_value=4000,
+        )
+        for steps in (100, 200, 300, 400):
+            w.report(done, steps, 1.0 / steps, when=T0 + steps // 20 * minutes)
+        running = _timed_trial(
+            w,
+            rand,
+            project,
+            {"global_batch_size": 64, "lr": 0.02, "hidden": 96},
+            "RUNNING",
+            start=dt.timedelta(0),
+            end=None,
+            seed_value=4001,
+        )
+        for steps in (100, 200):
+            w.report(running, steps, 2.0 / steps, when=T0 + steps // 20 * minutes)
+        trials["random-done"], trials["random-running"] = done, running
+        conn.commit()
+    return LiveSearches(
+        asha_id=asha, asha_max_trials=6, random_id=rand, random_max_trials=3, trials=trials
+    )

@@ -311,12 +311,13 @@ def test_task_logs_come_over_only_when_asked(determined: Determined, target: Eng
     assert _counts(again)["task_log"] == {"present": lines}
 
 
-def test_a_live_search_comes_over_canceled_and_its_later_trials_follow(
+def test_a_live_search_that_cannot_be_replayed_comes_over_canceled_and_its_later_trials_follow(
     tmp_path: Path, target: Engine
 ) -> None:
-    """An ASHA search still running on Determined is imported CANCELED (its searcher's state is
-    Determined's), with a note and a line in the report; trials it creates afterwards come over
-    with their metrics and checkpoints on the next run."""
+    """An ASHA search marked running on Determined whose trials have all ended (Stalwart's
+    searcher, replayed, has nothing left to run) is imported CANCELED with the reason in a note
+    and in the report; trials Determined creates afterwards come over with their metrics and
+    checkpoints on the next run. (Searches that can be replayed: ``test_live_searches``.)"""
     for determined in new_determined(tmp_path / "det-checkpoints"):
         seeded = determined.seeded
         with psycopg.connect(determined.url) as conn:
@@ -331,7 +332,7 @@ def test_a_live_search_comes_over_canceled_and_its_later_trials_follow(
             assert asha is not None
             assert asha.state == "CANCELED"
             assert asha.end_time is not None
-            assert "adaptive_asha searcher is Determined's" in asha.notes
+            assert "searcher, replayed, has nothing left to run" in asha.notes
             assert asha.notes.startswith("# Sweep")  # Determined's notes first
 
         later = add_trial(determined.url, seeded.storage_dir, seeded.asha_id, seeded.project_id)

@@ -8,10 +8,12 @@ experiment whose config it refuses for another reason is skipped with the proble
 
 States: ended experiments and trials keep theirs (a ``STOPPING_*`` one gets the state it was
 stopping to). An experiment that was live (ACTIVE, RUNNING, PAUSED) is imported PAUSED with a
-line in its notes, when its searcher is ``single``: Stalwart's searcher is set up as having
-created its one trial, so ``det e activate`` resumes that trial from its latest checkpoint.
-A live experiment of another searcher is imported CANCELED (its searcher's state is
-Determined's own and is not read), with a note and a line in the report. Experiments being
+line in its notes when its search can be replayed (:mod:`stalwart.master.importer.replay`):
+its trials take the request ids of the replayed searcher's ``Create`` actions, its live trials
+are PAUSED (``det e activate`` resumes them from their latest checkpoints), trials the searcher
+creates beyond Determined's are created PAUSED, and the snapshot is the experiment's
+``searcher_state``. A live experiment whose search cannot be replayed (or an unmanaged one) is
+imported CANCELED, with the reason in a note and in the report. Experiments being
 deleted are skipped. Checkpoints keep their uuid, state, resources, metadata and storage:
 they point at the same files, nothing is copied, and checkpoint GC leaves them alone
 (``checkpoints_collected``).
@@ -38,9 +40,16 @@ from stalwart.master.db.tables import (
     utcnow,
 )
 from stalwart.master.importer.context import Context, aware
+from stalwart.master.importer.replay import (
+    REPLAYED_KEY,
+    Replay,
+    ReplayError,
+    ReplayTrial,
+    Validation,
+    replay,
+)
 from stalwart.master.importer.source import Row
-from stalwart.master.searcher.actions import Create
-from stalwart.master.searcher.factory import make_searcher
+from stalwart.master.services.tasks import create_trial
 from stalwart.master.services.trials import storage_config_sha256
 
 __all__ = ["import_checkpoint", "import_experiments", "stalwart_config"]
@@ -97,18 +106,35 @@ def stalwart_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
     raise _RefusedError("the config could not be read")  # pragma: no cover - 20 rounds of keys
 
 
-def _paused_searcher(config: dict[str, Any], trials: list[Row]) -> tuple[dict[str, Any], str]:
-    """A ``single`` searcher that has created its one trial: its state, and the trial's
-    request id (the imported trial takes it)."""
-    searcher = make_searcher(ExperimentConfig.model_validate(config))
-    creates = [a for a in searcher.initial_actions() if isinstance(a, Create)]
-    assert len(creates) == 1
-    assert len(trials) <= 1
-    return {"snapshot": searcher.snapshot(), "cursor": 0}, creates[0].request_id
+def _replayed(ctx: Context, old_id: int, config: dict[str, Any], trials: list[Row]) -> Replay:
+    """The live experiment's search replayed into Stalwart's searcher (ReplayError if not)."""
+    seen = [
+        ReplayTrial(
+            trial_id=int(t["id"]),
+            state=_ENDED.get(str(t["state"]), "PAUSED"),
+            end_time=aware(t["end_time"]),
+            hparams=dict(t["hparams"] or {}),
+        )
+        for t in trials
+    ]
+    validations = [
+        Validation(
+            trial_id=int(v["trial_id"]),
+            time=aware(v["end_time"]) or utcnow(),
+            report_id=int(v["id"]),
+            total_batches=int(v["total_batches"] or 0),
+            metrics=dict(v["metrics"] or {}),
+        )
+        for v in ctx.source.validations(old_id)
+    ]
+    return replay(ExperimentConfig.model_validate(config), seen, validations)
 
 
-def _trial_state(state: str, experiment_state: str) -> str:
-    """A Determined trial's state here, in an experiment imported in ``experiment_state``."""
+def _trial_state(state: str, experiment_state: str, stopped: bool = False) -> str:
+    """A Determined trial's state here, in an experiment imported in ``experiment_state``
+    (``stopped``: a live trial the replayed searcher stopped)."""
+    if stopped:
+        return "COMPLETED"
     if state in _ENDED:
         return _ENDED[state]
     if experiment_state == "PAUSED":
@@ -138,14 +164,23 @@ def import_experiments(ctx: Context) -> None:
 
 def _import_new_trials(ctx: Context, old_id: int, new_id: int) -> None:
     """Trials Determined created after the experiment was imported (a search that went on):
-    imported in the state their experiment here allows (ended, or CANCELED). A ``single``
-    experiment has its one trial already: nothing to add to its searcher."""
+    imported in the state their experiment here allows (ended, or CANCELED). An experiment
+    imported PAUSED belongs to Stalwart's searcher (its replayed snapshot): Determined's later
+    trials are not added to it, and the report says so."""
     experiment = ctx.session.get(Experiment, new_id)
     if experiment is None:
         return  # deleted here since: its mapping stays, nothing is brought back
     trials = ctx.source.trials(old_id)
     fresh = [t for t in trials if ctx.ids.get("trial", t["id"]) is None]
-    if not fresh or experiment.searcher_type == "single":
+    if not fresh:
+        return
+    if experiment.searcher_state is not None:
+        ctx.report.skip(
+            "trial",
+            ",".join(str(t["id"]) for t in fresh),
+            f"created on Determined after experiment {old_id} was imported PAUSED "
+            "(Stalwart's searcher runs that search now)",
+        )
         return
     for trial in fresh:
         _import_trial(ctx, experiment, trial, None)
@@ -181,14 +216,21 @@ def _import_experiment(ctx: Context, old_id: int) -> int | None:
     notes = str(row["notes"] or "")
     state = _ENDED.get(row["state"], row["state"])
     searcher_state: dict[str, Any] | None = None
-    request_for_single: str | None = None
+    replayed: Replay | None = None
     if row["state"] in _LIVE:
-        if searcher_name == "single" and not row["unmanaged"] and len(trials) <= 1:
+        why = ""
+        if not row["unmanaged"]:
+            try:
+                replayed = _replayed(ctx, old_id, config, trials)
+            except ReplayError as exc:
+                why = str(exc)
+        if replayed is not None:
             state = "PAUSED"
-            searcher_state, request_for_single = _paused_searcher(config, trials)
+            searcher_state = {"snapshot": replayed.snapshot, "cursor": 0, REPLAYED_KEY: True}
             note = (
-                f"Imported from Determined while {row['state']}: paused. `det e activate` "
-                "resumes its trial from its latest checkpoint."
+                f"Imported from Determined while {row['state']}: paused. Its {searcher_name} "
+                "search was replayed into Stalwart's searcher; `det e activate` resumes its "
+                "running trials from their latest checkpoints and goes on with the search."
             )
         elif row["unmanaged"]:
             state = "CANCELED"
@@ -201,12 +243,12 @@ def _import_experiment(ctx: Context, old_id: int) -> int | None:
         else:
             state = "CANCELED"
             note = (
-                f"Imported from Determined while {row['state']}: canceled, because the state "
-                f"of its {searcher_name} searcher is Determined's and was not imported. Its "
+                f"Imported from Determined while {row['state']}: canceled, because its "
+                f"{searcher_name} search could not be replayed in Stalwart: {why}. Its "
                 "trials, metrics and checkpoints are here."
             )
             ctx.report.skip(
-                "searcher_state", old_id, f"{searcher_name} searcher state (imported CANCELED)"
+                "searcher_state", old_id, f"{searcher_name} search not replayed: {why} (CANCELED)"
             )
         notes = f"{notes}\n\n{note}" if notes else note
     owner = ctx.user_id(row["owner_id"])
@@ -245,15 +287,28 @@ def _import_experiment(ctx: Context, old_id: int) -> int | None:
         experiment.end_time = utcnow()
     new_id = ctx.add("experiment", experiment, old_id)
     for trial in trials:
-        _import_trial(ctx, experiment, trial, request_for_single)
+        _import_trial(ctx, experiment, trial, replayed)
+    if replayed is not None:
+        for create in replayed.creates:
+            create_trial(
+                ctx.session,
+                experiment,
+                hparams=create.hparams,
+                seed=create.trial_seed,
+                request_id=create.request_id,
+                state="PAUSED",
+            )
     ctx.commit()
     return new_id
 
 
-def _import_trial(ctx: Context, experiment: Experiment, row: Row, request_id: str | None) -> None:
-    request = request_id or str(row["request_id"] or uuid.uuid4())
+def _import_trial(ctx: Context, experiment: Experiment, row: Row, replayed: Replay | None) -> None:
+    old = int(row["id"])
+    bound = replayed.requests.get(old) if replayed else None
+    request = bound or str(row["request_id"] or uuid.uuid4())
     task_id = f"{experiment.id}.{request}"
-    state = _trial_state(str(row["state"]), experiment.state)
+    stopped = replayed is not None and old in replayed.stopped
+    state = _trial_state(str(row["state"]), experiment.state, stopped)
     ended = state in _ENDED.values()
     ctx.session.add(
         Task(
@@ -282,6 +337,7 @@ def _import_trial(ctx: Context, experiment: Experiment, row: Row, request_id: st
         searcher_metric_value=row["searcher_metric_value"],
         latest_checkpoint=row["latest_checkpoint"],
         warm_start_checkpoint=row["warm_start_uuid"],
+        searcher_stopped=stopped,
     )
     new_id = ctx.add("trial", trial, int(row["id"]))
     task = ctx.session.get(Task, task_id)

@@ -28,11 +28,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Integer, String, Text, select
+from sqlalchemy import BigInteger, Boolean, Integer, String, Text, func, select
 
-from stalwart.master.db.tables import Experiment, Trial, UtcDateTime, utcnow
+from stalwart.master.db.tables import Experiment, MetricReport, Trial, UtcDateTime, utcnow
 from stalwart.master.importer.bulk import write_rows
 from stalwart.master.importer.context import Context, aware
+from stalwart.master.importer.replay import REPLAYED_KEY
 from stalwart.master.importer.source import Row
 from stalwart.master.services import metric_summaries
 from stalwart.master.services.experiment_config import typed_config
@@ -90,6 +91,7 @@ def import_metrics(ctx: Context) -> None:
         for rows in ctx.source.metrics(old, mark, BATCH):
             write_rows(ctx.session, "metric_reports", _COLUMNS, [_values(new, r) for r in rows])
             metric_summaries.add_reports(ctx.session, _live_validations(new, rows))
+            _advance_replayed_cursor(ctx, new)
             ctx.ids.record("metrics", old, rows[-1]["id"])
             ctx.session.commit()
             ctx.report.count("metrics", "imported", len(rows))
@@ -98,6 +100,25 @@ def import_metrics(ctx: Context) -> None:
     ctx.progress("metrics", total, total)
     if not ctx.dry_run:
         _refresh_best(ctx, [new for _, new in ctx.trials])
+
+
+def _advance_replayed_cursor(ctx: Context, trial_id: int) -> None:
+    """Move a replayed searcher's cursor past its experiment's validation reports imported so
+    far (the replay fed them; the master must not feed them again). Only while the importer's
+    flag is set: once the master has driven the searcher, its cursor is its own."""
+    trial = ctx.session.get(Trial, trial_id)
+    experiment = ctx.session.get(Experiment, trial.experiment_id) if trial else None
+    state = experiment.searcher_state if experiment else None
+    if experiment is None or not state or not state.get(REPLAYED_KEY):
+        return
+    ctx.session.flush()
+    highest = ctx.session.scalar(
+        select(func.max(MetricReport.id))
+        .join(Trial, Trial.id == MetricReport.trial_id)
+        .where(Trial.experiment_id == experiment.id, MetricReport.group == "validation")
+    )
+    if highest is not None and int(highest) > int(state.get("cursor", 0)):
+        experiment.searcher_state = {**state, "cursor": int(highest)}
 
 
 def _live_validations(trial_id: int, rows: Sequence[Row]) -> list[dict[str, Any]]:

@@ -232,6 +232,18 @@ class DeterminedSource:
             while rows := cursor.fetchmany(batch):
                 yield rows
 
+    def validations(self, experiment_id: int) -> list[Row]:
+        """The experiment's live (not archived) validation reports, in id order: ``id``,
+        ``trial_id``, ``end_time``, ``total_batches`` and ``metrics`` (the
+        ``validation_metrics``, decoded), for replaying its search."""
+        return self.all(
+            "SELECT v.id, v.trial_id, v.end_time, v.total_batches, "
+            "COALESCE(v.metrics->'validation_metrics', '{}'::jsonb) AS metrics "
+            "FROM raw_validations v JOIN runs r ON r.id = v.trial_id "
+            "WHERE r.experiment_id = %s AND NOT v.archived ORDER BY v.id",
+            experiment_id,
+        )
+
     def log_count(self, task_id: str, after: int) -> int:
         """How many log lines of the task have an id above ``after``."""
         row = self.conn.execute(
