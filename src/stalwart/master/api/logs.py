@@ -23,7 +23,7 @@ from contextlib import aclosing
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -60,6 +60,8 @@ from stalwart.master.services import logs as service
 from stalwart.master.state import MasterState
 
 __all__ = [
+    "LogFilterDep",
+    "TaskLogFilterDep",
     "check_paging",
     "legacy_router",
     "line_text",
@@ -157,22 +159,20 @@ def line_text(index: int, text: str, limit: int) -> str:
 
 
 def log_filter(
-    *,
-    allocation_ids: list[str] | None = None,
-    agent_ids: list[str] | None,
-    container_ids: list[str] | None,
-    rank_ids: list[int] | None,
-    sources: list[str] | None,
-    stdtypes: list[str] | None,
-    levels: list[str] | None,
-    timestamp_before: str | None,
-    timestamp_after: str | None,
-    search_text: str | None,
+    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
+    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
+    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
+    sources: StrList = None,
+    stdtypes: StrList = None,
+    levels: StrList = None,
+    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
+    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
+    search_text: Annotated[str | None, Query(alias="searchText")] = None,
 ) -> service.LogFilter:
-    """The service's filter from the log routes' query parameters (levels with or without
-    ``LOG_LEVEL_``; times in RFC 3339); InvalidArgumentError names a bad one."""
+    """The service's filter from a log read's query parameters (a dependency of every log route:
+    Determined's ``TrialLogs`` fields; levels with or without ``LOG_LEVEL_``; times in RFC
+    3339); InvalidArgumentError names a bad one."""
     return service.LogFilter(
-        allocation_ids=allocation_ids or (),
         agent_ids=agent_ids or (),
         container_ids=container_ids or (),
         rank_ids=rank_ids or (),
@@ -183,6 +183,22 @@ def log_filter(
         timestamp_after=service.parse_timestamp(timestamp_after, what="timestampAfter"),
         search_text=search_text or "",
     )
+
+
+LogFilterDep = Annotated[service.LogFilter, Depends(log_filter)]
+"""A trial log read's filters."""
+
+
+def task_log_filter(
+    common: LogFilterDep,
+    allocation_ids: Annotated[list[str] | None, Query(alias="allocationIds")] = None,
+) -> service.LogFilter:
+    """A task log read's filters: a trial's plus ``allocationIds`` (``TaskLogs``)."""
+    return dataclasses.replace(common, allocation_ids=tuple(allocation_ids or ()))
+
+
+TaskLogFilterDep = Annotated[service.LogFilter, Depends(task_log_filter)]
+"""A task log read's filters."""
 
 
 def check_paging(limit: int, follow: bool, order_by: str | None, enable_regex: bool) -> bool:
@@ -301,34 +317,15 @@ def trial_logs(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
+    flt: LogFilterDep,
     follow: bool = False,
     limit: int = 0,
     order_by: Annotated[str | None, Query(alias="orderBy")] = None,
-    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
-    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
-    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
-    sources: StrList = None,
-    stdtypes: StrList = None,
-    levels: StrList = None,
-    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
-    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
-    search_text: Annotated[str | None, Query(alias="searchText")] = None,
     enable_regex: Annotated[bool, Query(alias="enableRegex")] = False,
 ) -> StreamingResponse:
     """Stream a trial's logs (``det trial logs``): head (``limit``), tail (``limit`` +
     ``orderBy=ORDER_BY_DESC``: newest first), filters, and ``follow`` until the trial ends."""
     descending = check_paging(limit, follow, order_by, enable_regex)
-    flt = log_filter(
-        agent_ids=agent_ids,
-        container_ids=container_ids,
-        rank_ids=rank_ids,
-        sources=sources,
-        stdtypes=stdtypes,
-        levels=levels,
-        timestamp_before=timestamp_before,
-        timestamp_after=timestamp_after,
-        search_text=search_text,
-    )
     try:
         task_id = trial_task_id(session, trial_id)
     finally:
@@ -351,35 +348,14 @@ def task_logs(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
+    flt: TaskLogFilterDep,
     follow: bool = False,
     limit: int = 0,
     order_by: Annotated[str | None, Query(alias="orderBy")] = None,
-    allocation_ids: Annotated[list[str] | None, Query(alias="allocationIds")] = None,
-    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
-    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
-    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
-    sources: StrList = None,
-    stdtypes: StrList = None,
-    levels: StrList = None,
-    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
-    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
-    search_text: Annotated[str | None, Query(alias="searchText")] = None,
     enable_regex: Annotated[bool, Query(alias="enableRegex")] = False,
 ) -> StreamingResponse:
     """Stream a task's logs (``det task logs``), as for trials plus ``allocationIds``."""
     descending = check_paging(limit, follow, order_by, enable_regex)
-    flt = log_filter(
-        allocation_ids=allocation_ids,
-        agent_ids=agent_ids,
-        container_ids=container_ids,
-        rank_ids=rank_ids,
-        sources=sources,
-        stdtypes=stdtypes,
-        levels=levels,
-        timestamp_before=timestamp_before,
-        timestamp_after=timestamp_after,
-        search_text=search_text,
-    )
     try:
         require_task(session, task_id)
     finally:

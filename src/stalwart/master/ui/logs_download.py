@@ -37,8 +37,9 @@ from fastapi.responses import StreamingResponse
 
 from stalwart.master.api.deps import CallerDep, SessionDep, StateDep
 from stalwart.master.api.logs import (
+    LogFilterDep,
+    TaskLogFilterDep,
     check_paging,
-    log_filter,
     require_task,
     task_secrets,
     trial_task_id,
@@ -51,7 +52,6 @@ __all__ = ["download_line", "router"]
 
 router = APIRouter(tags=["ui"])
 
-StrList = Annotated[list[str] | None, Query()]
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -108,31 +108,12 @@ def download_trial_logs(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
+    flt: LogFilterDep,
     limit: int = 0,
     order_by: Annotated[str | None, Query(alias="orderBy")] = None,
-    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
-    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
-    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
-    sources: StrList = None,
-    stdtypes: StrList = None,
-    levels: StrList = None,
-    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
-    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
-    search_text: Annotated[str | None, Query(alias="searchText")] = None,
 ) -> StreamingResponse:
     """The trial's log lines matching the filters, as ``trial-<id>-logs.txt``."""
     descending = check_paging(limit, False, order_by, False)
-    flt = log_filter(
-        agent_ids=agent_ids,
-        container_ids=container_ids,
-        rank_ids=rank_ids,
-        sources=sources,
-        stdtypes=stdtypes,
-        levels=levels,
-        timestamp_before=timestamp_before,
-        timestamp_after=timestamp_after,
-        search_text=search_text,
-    )
     try:
         task_id = trial_task_id(session, trial_id)
     finally:
@@ -148,33 +129,12 @@ def download_task_logs(
     _caller: CallerDep,
     session: SessionDep,
     state: StateDep,
+    flt: TaskLogFilterDep,
     limit: int = 0,
     order_by: Annotated[str | None, Query(alias="orderBy")] = None,
-    allocation_ids: Annotated[list[str] | None, Query(alias="allocationIds")] = None,
-    agent_ids: Annotated[list[str] | None, Query(alias="agentIds")] = None,
-    container_ids: Annotated[list[str] | None, Query(alias="containerIds")] = None,
-    rank_ids: Annotated[list[int] | None, Query(alias="rankIds")] = None,
-    sources: StrList = None,
-    stdtypes: StrList = None,
-    levels: StrList = None,
-    timestamp_before: Annotated[str | None, Query(alias="timestampBefore")] = None,
-    timestamp_after: Annotated[str | None, Query(alias="timestampAfter")] = None,
-    search_text: Annotated[str | None, Query(alias="searchText")] = None,
 ) -> StreamingResponse:
     """The task's log lines matching the filters, as ``task-<id>-logs.txt``."""
     descending = check_paging(limit, False, order_by, False)
-    flt = log_filter(
-        allocation_ids=allocation_ids,
-        agent_ids=agent_ids,
-        container_ids=container_ids,
-        rank_ids=rank_ids,
-        sources=sources,
-        stdtypes=stdtypes,
-        levels=levels,
-        timestamp_before=timestamp_before,
-        timestamp_after=timestamp_after,
-        search_text=search_text,
-    )
     try:
         require_task(session, task_id)
     finally:
