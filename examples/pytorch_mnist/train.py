@@ -92,6 +92,7 @@ def train(
 ) -> None:
     """Train to ``hparams["train_batches"]``, or until asked to stop."""
     dist = core_context.distributed
+    logging.info("worker %d of %d, training on %s", dist.rank, dist.size, device)
     torch.manual_seed(0)  # the same initial weights on every worker
     net = build_model(hparams).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=float(hparams["learning_rate"]))

@@ -129,7 +129,8 @@ def test_adaptive_on_a_cluster(client: Client) -> None:
 
 
 def test_distributed_on_a_cluster(client: Client) -> None:
-    """Two workers (DDP over gloo on CPU): the chief reports the metrics of both."""
+    """Two workers (DDP over gloo on CPU): the chief reports the metrics of both, and each
+    worker's own lines (its start) reach the trial's log with its rank."""
     require_torch()
     exp = client.create_experiment(example_config(MNIST / "distributed.yaml", TINY), MNIST)
     (trial,) = completed(exp)
