@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from stalwart.core._client import Session
+from stalwart.core._httplog import HTTP_LOGGERS
 
 
 class _Ok(BaseHTTPRequestHandler):
@@ -44,6 +45,24 @@ def url() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def _http_loggers_as_a_script_finds_them() -> Iterator[None]:
+    """httpx's and httpcore's loggers as in a fresh training script (no level of their own,
+    enabled): other code in this test process (an agent's or a task helper's setup) may have
+    quietened them, which is its business, not this test's. Restored afterwards."""
+    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore", *HTTP_LOGGERS)]
+    saved = [(lg, lg.level, lg.disabled) for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.NOTSET)
+        lg.disabled = False
+    try:
+        yield
+    finally:
+        for lg, level, disabled in saved:
+            lg.setLevel(level)
+            lg.disabled = disabled
 
 
 def _http_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
