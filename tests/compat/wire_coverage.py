@@ -6,8 +6,8 @@ bindings (``determined/common/api/bindings.py``: one function per call, each wit
 This module reads both **as text** (nothing of the official package is imported or copied), finds
 which part of the package uses each call (the ``det`` CLI, the ``determined.experimental`` SDK,
 the harness that runs inside tasks, or nothing), and asks Stalwart's own route table whether a
-request of that method and path would reach a handler (read from the master's OpenAPI
-description, in the order the master tries its routes): the first route that matches decides,
+request of that method and path would reach a handler (read from the master's router, in the
+order it tries its routes): the first route that matches decides,
 so a literal path shadowed by an integer parameter (``/trials/time-series`` reaching
 ``/trials/{trial_id}``) counts as not served.
 
@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fastapi.routing import APIRoute
 
 from stalwart.master.app import create_app
 from stalwart.master.settings import MasterSettings
@@ -245,7 +247,7 @@ _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 
 @dataclass(frozen=True)
 class Route:
-    """One route of Stalwart's API description, in the order the master registers it."""
+    """One route of Stalwart's API, in the order the master tries it."""
 
     method: str
     pattern: re.Pattern[str]
@@ -253,19 +255,39 @@ class Route:
     """Path parameters declared as integers: a value that does not parse answers 400."""
 
 
-def routes_of(openapi: dict[str, Any]) -> list[Route]:
-    """Stalwart's routes from its OpenAPI description (FastAPI writes paths in registration
-    order, which is the order Starlette tries them)."""
-    found = []
-    for path, operations in openapi.get("paths", {}).items():
-        regex = "^" + _PLACEHOLDER.sub(lambda m: f"(?P<{_group(m.group(0))}>[^/]+)", path) + "$"
-        for method, operation in operations.items():
-            ints = tuple(
-                p["name"]
-                for p in operation.get("parameters", [])
-                if p.get("in") == "path" and p.get("schema", {}).get("type") == "integer"
-            )
-            found.append(Route(method.upper(), re.compile(regex), ints))
+def app_routes(app: Any) -> list[Route]:
+    """Stalwart's routes in the order its router tries them, read from the app itself: the
+    OpenAPI description groups every method of a path under the path's first registration, which
+    hides a literal route registered before a parameter route of another method
+    (``GET /trials/time-series`` before ``GET /trials/{trial_id}``, after ``PATCH
+    /trials/{trial_id}``). Routers included with a prefix are walked in place (FastAPI 0.165+
+    keeps them as included routers; older releases flatten them into ``APIRoute`` objects)."""
+    found: list[Route] = []
+
+    def walk(routes: Iterable[Any], prefix: str) -> None:
+        for route in routes:
+            if isinstance(route, APIRoute):
+                path = prefix + route.path
+                regex = (
+                    "^" + _PLACEHOLDER.sub(lambda m: f"(?P<{_group(m.group(0))}>[^/]+)", path) + "$"
+                )
+                ints = tuple(
+                    p.name
+                    for p in route.dependant.path_params
+                    if getattr(p.field_info, "annotation", None) is int
+                    or getattr(p, "type_", None) is int
+                )
+                for method in sorted(route.methods or ()):
+                    found.append(Route(method, re.compile(regex), ints))
+            elif hasattr(route, "original_router"):
+                walk(route.original_router.routes, prefix + route.include_context.prefix)
+
+    walk(app.router.routes, "")
+    if not found:
+        raise RuntimeError(
+            "no API routes found in the app: FastAPI's router layout changed; teach "
+            "wire_coverage.app_routes to walk it"
+        )
     return found
 
 
@@ -302,7 +324,7 @@ def measure(package: Path, home: Path) -> Coverage:
     """Walk the official calls against a Stalwart app's route table (``home``: a scratch
     directory; the app is built, not started)."""
     app = create_app(MasterSettings(home=home), run_cluster=False)
-    routes = routes_of(app.openapi())
+    routes = app_routes(app)
     coverage = Coverage()
     for area, calls in official_calls(package).items():
         for call in calls:
