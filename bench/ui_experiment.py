@@ -4,8 +4,9 @@ points, opened cold in a real browser (issue 24) and its series requests (issue 
 Setup: a fresh master home (SQLite; PostgreSQL with ``--db postgresql``); one experiment created
 by the master's own service, marked COMPLETED, with ``trials`` trials bulk-inserted, each with
 ``points`` training reports (``loss``) and ``validations`` validation reports
-(``validation_loss``, the searcher metric, kept in ``trial_metric_summaries`` as the ingest
-keeps it). Seeding a million reports through HTTP takes minutes; bulk inserts take seconds.
+(``validation_loss``, the searcher metric), with what the ingest keeps for them: validation
+summaries, each trial's ``summaryMetrics`` and its stored series (rollups). Seeding a million
+reports through HTTP takes minutes; bulk inserts take seconds.
 
 Each run starts ``stalwart master`` afresh (its caches cold), opens a new browser context
 (Debian's chromium under Playwright; empty HTTP cache) with the session token already in the
@@ -52,6 +53,7 @@ from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, TrialMetricSummary, User
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services import series_store
 from stalwart.master.services.metric_summaries import summarize_rows
 from stalwart.master.settings import MasterSettings
 
@@ -183,6 +185,7 @@ def seed(engine: Engine, settings: MasterSettings, size: Size) -> int:
         )
         for chunk in range(0, len(summaries), 5000):
             session.execute(insert(TrialMetricSummary), summaries[chunk : chunk + 5000])
+        series_store.rebuild(session, ids)  # summaries and rollups, as the ingest keeps them
         session.commit()
         experiment_id = int(exp.id)
     if engine.dialect.name == "postgresql":  # statistics, as autovacuum keeps them on a live one

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
-from stalwart.master.db.tables import Allocation, Checkpoint, MetricReport, StorageBackend, Trial
+from stalwart.master.db.tables import Allocation, Checkpoint, StorageBackend, Trial
+from stalwart.master.services.metrics import report_metrics
 from stalwart.master.state import MasterState
 from stalwart.master.transitions import set_allocation_state
 from tests.master.test_allocations_api import (
@@ -50,12 +52,17 @@ def report(client: TestClient, env: TrialEnv, uuid: str, steps: int, **extra: An
 
 
 def add_metrics(state: MasterState, trial_id: int, group: str, steps: int, **metrics: Any) -> None:
-    """A metrics report row, as the metrics service stores it (averaged metrics)."""
+    """A metrics report of the trial's current run, stored by the ingest (averaged metrics)."""
     with state.sessions() as session:
-        session.add(
-            MetricReport(trial_id=trial_id, group=group, steps_completed=steps, metrics=metrics)
+        run_id = session.scalars(select(Trial.run_id).where(Trial.id == trial_id)).one()
+        report_metrics(
+            session,
+            trial_id=trial_id,
+            run_id=run_id,
+            group=group,
+            steps_completed=steps,
+            avg_metrics=metrics,
         )
-        session.commit()
 
 
 @pytest.fixture

@@ -203,6 +203,10 @@ def test_series_keeps_the_old_semantics(client: TestClient, metric: str) -> None
 
 
 def test_series_downsampled_and_windowed_as_before(client: TestClient) -> None:
+    """A series short enough for the points asked (at most 8 values a point), or a window of
+    one, is thinned from every value with LTTB, as before stored series; a longer one from its
+    stored rollups: the first, smallest, largest and last value of each bucket of ``8**L``
+    values (in arrival order) at the finest level with at most ``2 * maxPoints`` buckets."""
     state = _state(client)
     admin = login(client, "admin")
     _, (trial,) = _experiment(state, 1)
@@ -214,12 +218,18 @@ def test_series_downsampled_and_windowed_as_before(client: TestClient) -> None:
             value = "NaN"
         reports.append(MetricsInput(trial, 1, "training", step, {"loss": value, "x": 1}))
     with state.sessions() as session:
-        report_metrics_many(session, reports)
+        for chunk in range(0, len(reports), 700):  # stored series merge across batches
+            report_metrics_many(session, reports[chunk : chunk + 700])
     full = _reference_series(state, trial, "training", "loss")
-    for window, points in (({}, 100), ({"startBatches": 500, "endBatches": 2_600}, 250)):
+    cases: list[tuple[dict[str, int], int, list[tuple[int, float, str | None]] | None]] = [
+        ({}, 1000, full),  # 2,970 values for 1,000 points: read whole
+        ({"startBatches": 500, "endBatches": 2_600}, 250, None),  # a window: read whole
+        ({}, 100, _m4(full, 8**2)),  # 47 buckets of 64 values
+    ]
+    for window, points, candidates in cases:
         lo = window.get("startBatches", 0)
         hi = window.get("endBatches", 10**9)
-        expected = [p for p in full if lo <= p[0] <= hi]
+        expected = candidates or [p for p in full if lo <= p[0] <= hi]
         keep = _original_lttb([(float(s), v) for s, v, _ in expected], points)
         resp = client.get(
             f"/api/v1/trials/{trial}/metrics/series",
@@ -227,10 +237,27 @@ def test_series_downsampled_and_windowed_as_before(client: TestClient) -> None:
             headers=admin,
         )
         body = resp.json()
-        assert body["total"] == len(expected)
+        assert body["total"] == len([p for p in full if lo <= p[0] <= hi])
         assert [(p["batches"], p["value"], p["time"]) for p in body["points"]] == [
             expected[i] for i in keep
         ]
+        assert body["points"][0]["batches"] == expected[0][0]  # the ends are kept
+        assert body["points"][-1]["batches"] == expected[-1][0]
+
+
+def _m4(
+    series: Sequence[tuple[int, float, str | None]], size: int
+) -> list[tuple[int, float, str | None]]:
+    """The first, smallest, largest and last point of each run of ``size`` points (ties: the
+    earlier), in step order: what a chart reads from stored rollups."""
+    out: list[tuple[int, float, str | None]] = []
+    for start in range(0, len(series), size):
+        bucket = series[start : start + size]
+        low = min(bucket, key=lambda p: p[1])
+        high = max(bucket, key=lambda p: p[1])
+        for point in sorted({bucket[0], low, high, bucket[-1]}):
+            out.append(point)
+    return out
 
 
 def _original_lttb(points: Sequence[tuple[float, float]], threshold: int) -> list[int]:

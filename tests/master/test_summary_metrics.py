@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import update
 
-from stalwart.master.db.tables import MetricReport
+from stalwart.master.db.tables import Trial
 from stalwart.master.services.summary_metrics import summarize
+from stalwart.master.services.tasks import start_allocation
 from tests.master.test_allocations_api import make_trial, master_state
 from tests.master.test_checkpoints_api import add_metrics
 
@@ -71,12 +71,11 @@ def test_a_trials_summary_follows_new_and_archived_reports(
     assert summary()["avg_metrics"]["loss"]["count"] == 2
     add_metrics(state, env.trial_id, "training", 3, loss=1.0)  # read again: not a stale copy
     assert summary()["avg_metrics"]["loss"]["count"] == 3
-    with state.sessions() as session:  # a rollback archives the later reports
-        session.execute(
-            update(MetricReport)
-            .where(MetricReport.trial_id == env.trial_id, MetricReport.steps_completed > 1)
-            .values(archived=True)
-        )
+    with state.sessions() as session:  # a restarted run: its first report rolls back
+        trial = session.get(Trial, env.trial_id)
+        assert trial is not None
+        start_allocation(session, trial.task_id, slots=1)
         session.commit()
+    add_metrics(state, env.trial_id, "training", 2, loss=3.0)  # archives steps 2 and 3
     loss = summary()["avg_metrics"]["loss"]
-    assert (loss["count"], loss["last"], loss["min"]) == (1, 4.0, 4.0)
+    assert (loss["count"], loss["last"], loss["min"], loss["max"]) == (2, 3.0, 3.0, 4.0)

@@ -5,12 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from stalwart.client import Experiment
 from stalwart.local import LocalCluster
-from stalwart.master.db.tables import Base, MetricReport
+from stalwart.master.app import open_state
+from stalwart.master.db.tables import User
+from stalwart.master.services.experiment_create import create_experiment
+from stalwart.master.services.metrics import MetricsInput, report_metrics_many
+from stalwart.master.services.tasks import create_trial, start_allocation
+from stalwart.master.settings import MasterSettings
+from stalwart.master.state import MasterState
 from stalwart.master.ui.series import SeriesCache, flatten, to_float
 from tests.ui.conftest import admin_headers
 
@@ -85,38 +90,55 @@ def test_flatten_and_to_float() -> None:
 def test_series_cache_reads_again_only_what_changed(tmp_path: Path) -> None:
     """A cached series is served until its trial reports again; the cache stays within its
     bound on points, dropping the least recently used."""
-    engine = create_engine(f"sqlite:///{tmp_path / 'cache.db'}")
-    Base.metadata.create_all(engine, tables=[MetricReport.__table__])  # type: ignore[list-item]
+    state = open_state(MasterSettings(home=tmp_path / "home"))
+    first, second = _trials(state, 2)
 
-    def add(session: Session, trial_id: int, steps: range) -> None:
-        session.add_all(
-            MetricReport(
-                trial_id=trial_id,
-                trial_run_id=1,
-                group="training",
-                steps_completed=s,
-                metrics={"loss": 1 / s, "bad": "NaN"},
-                archived=False,
-            )
-            for s in steps
-        )
-        session.commit()
+    def add(trial_id: int, steps: range) -> None:
+        reports = [
+            MetricsInput(trial_id, 1, "training", s, {"loss": 1 / s, "bad": "NaN"}) for s in steps
+        ]
+        with state.sessions() as session:
+            report_metrics_many(session, reports)
 
     cache = SeriesCache(max_points=25)
-    with Session(engine) as session:
-        add(session, 1, range(1, 101))
-        add(session, 2, range(1, 11))
-        first = cache.experiment(session, [1, 2], "training", "loss", 10)
-        assert first[1].total == 100
-        assert len(first[1].batches) == 10
-        assert first[2].total == 10
-        assert cache.experiment(session, [1, 2], "training", "loss", 10)[1] is first[1]
-        add(session, 2, range(11, 21))  # trial 2 reports again: only it is read again
-        second = cache.experiment(session, [1, 2], "training", "loss", 10)
-        assert second[1] is first[1]
-        assert second[2].total == 20
-        assert cache.experiment(session, [1], "training", "bad", 10)[1].total == 0
-        cache.experiment(session, [1, 2], "training", "loss", 20)  # 40 points: over the bound
-        third = cache.experiment(session, [1, 2], "training", "loss", 10)
-        assert third[1] is not first[1]
-        assert third[1] == first[1]
+    try:
+        add(first, range(1, 101))
+        add(second, range(1, 11))
+        with state.sessions() as session:
+            one = cache.experiment(session, [first, second], "training", "loss", 10)
+            assert one[first].total == 100
+            assert len(one[first].batches) == 10
+            assert one[second].total == 10
+            again = cache.experiment(session, [first, second], "training", "loss", 10)
+            assert again[first] is one[first]
+        add(second, range(11, 21))  # the second trial reports again: only it is read again
+        with state.sessions() as session:
+            two = cache.experiment(session, [first, second], "training", "loss", 10)
+            assert two[first] is one[first]
+            assert two[second].total == 20
+            assert cache.experiment(session, [first], "training", "bad", 10)[first].total == 0
+            cache.experiment(session, [first, second], "training", "loss", 20)  # over the bound
+            three = cache.experiment(session, [first, second], "training", "loss", 10)
+            assert three[first] is not one[first]
+            assert three[first] == one[first]
+    finally:
+        state.engine.dispose()
+
+
+def _trials(state: MasterState, count: int) -> list[int]:
+    """``count`` trials of a new experiment, each with a running allocation (run 1)."""
+    with state.sessions() as session:
+        admin = session.scalars(select(User).where(User.username == "admin")).one()
+        exp = create_experiment(
+            session,
+            state.settings,
+            admin,
+            config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
+            model_definition=[],
+            activate=False,
+        ).experiment
+        made = [create_trial(session, exp, hparams={}, seed=i) for i in range(count)]
+        for trial in made:
+            start_allocation(session, trial.task_id, slots=1)
+        session.commit()
+        return [t.id for t in made]

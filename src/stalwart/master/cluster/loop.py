@@ -20,6 +20,9 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
    ``cluster.preemption_timeout`` is killed.
 7. **Settling and checkpoint GC**: stopping experiments whose trials ended reach their terminal
    state; ended experiments get their checkpoint GC.
+8. **Stored series**: a few trials without stored summaries and series get them
+   (:func:`~stalwart.master.services.series_store.build_pending`), round after round until none
+   is left, then again after each sweep.
 
 **The state lock** (``MasterState.lifecycle``) is held for steps 2-4 together (one database
 phase, counted in ``ClusterHints.rounds_begun``), for step 6-7's database work, and by the
@@ -49,6 +52,7 @@ from stalwart.master.rm.base import Reattaches, ResourceManager
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.experiments import Signals, settle_experiment
 from stalwart.master.services.interactive import idle_expired, stop_task, task_config
+from stalwart.master.services.series_store import build_pending
 from stalwart.master.services.tasks import start_allocation
 from stalwart.master.state import ROUND_KEY, MasterState
 from stalwart.master.transitions import (
@@ -77,6 +81,7 @@ class ClusterLoop:
         self._last_sweep: float | None = None
         self._reattached = False
         self._preempt_seen: dict[str, float] = {}
+        self._series_pending = True
         self.rounds = 0
 
     @property
@@ -115,7 +120,7 @@ class ClusterLoop:
     # -- one round ---------------------------------------------------------------------------
 
     def run_round(self) -> None:
-        """Run steps 1-7 once (also callable directly, e.g. from tests)."""
+        """Run steps 1-8 once (also callable directly, e.g. from tests)."""
         self.rounds += 1
         hints = self.state.hints
         try:
@@ -131,6 +136,7 @@ class ClusterLoop:
                 sweep = self._last_sweep is None or now - self._last_sweep >= _SWEEP_SECONDS
                 if sweep:
                     self._last_sweep = now
+                    self._series_pending = True
                 self._drive(experiments, exits, sweep=sweep)
                 self._request_allocations()
             self.rm.schedule()  # no lock: as sync
@@ -146,9 +152,21 @@ class ClusterLoop:
             ended = self._settle()
         for experiment_id in ended:  # file deletions: outside the lock
             collect_experiment(self.state.sessions, experiment_id)
+        self._build_series()
 
     def _session(self) -> Session:
         return self.state.sessions()
+
+    # 8. stored series
+
+    def _build_series(self) -> None:
+        """Build the stored series of a few trials that have none (trials from before
+        migration 0021, imported ones): each round while some were found, then again on the
+        next sweep. Outside the state lock: it serializes with the ingest only."""
+        if not self._series_pending:
+            return
+        with self._session() as session:
+            self._series_pending = build_pending(session) > 0
 
     def _commit(self, session: Session, signals: Signals | None = None) -> None:
         """Commit (which wakes log followers), then wake the long-polls and agents of the

@@ -53,6 +53,8 @@ __all__ = [
     "LoginFailure",
     "MasterMeta",
     "MetricReport",
+    "MetricRollup",
+    "MetricSeries",
     "Model",
     "ModelVersion",
     "PoolBinding",
@@ -325,6 +327,10 @@ class Trial(Base):
     """The trial's exit, not yet fed to its searcher: ``EXITED`` or an ``ExitedReason``. Set
     in the transaction that ends the trial, cleared in the one that feeds the searcher
     (:mod:`stalwart.master.cluster.search`), so a master killed in between loses nothing."""
+    summary_metrics: Mapped[dict[str, Any] | None] = mapped_column()
+    """Determined's ``summaryMetrics`` of the live reports, kept by the ingest with the trial's
+    stored series (:mod:`stalwart.master.services.series_store`); NULL: not built yet (trials
+    older than migration 0021, imported metrics), built on the next read or report."""
 
 
 class TrialSourceInfo(Base):
@@ -482,6 +488,49 @@ class TrialMetricSummary(Base):
     count: Mapped[int] = mapped_column(Integer)
     last: Mapped[float] = mapped_column(Float)
     last_steps: Mapped[int] = mapped_column(BigInteger)
+
+
+class MetricSeries(Base):
+    """One stored series: a top-level metric of a group of a trial, with how many finite values
+    it has and the newest report among them (:mod:`stalwart.master.services.series_store`)."""
+
+    __tablename__ = "metric_series"
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True
+    )
+    group: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    points: Mapped[int] = mapped_column(BigInteger)
+    newest_report: Mapped[int] = mapped_column(BigInteger)
+
+
+class MetricRollup(Base):
+    """The values of a series whose arrival ordinal divided by ``8 ** level`` is ``bucket``:
+    their count and sum, and the first, smallest, largest and last of them, each with its steps
+    and report id (what a chart of a long series reads instead of every report)."""
+
+    __tablename__ = "metric_rollups"
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True
+    )
+    group: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    sum: Mapped[float] = mapped_column(Float)
+    first_value: Mapped[float] = mapped_column(Float)
+    first_steps: Mapped[int] = mapped_column(BigInteger)
+    first_report: Mapped[int] = mapped_column(BigInteger)
+    min_value: Mapped[float] = mapped_column(Float)
+    min_steps: Mapped[int] = mapped_column(BigInteger)
+    min_report: Mapped[int] = mapped_column(BigInteger)
+    max_value: Mapped[float] = mapped_column(Float)
+    max_steps: Mapped[int] = mapped_column(BigInteger)
+    max_report: Mapped[int] = mapped_column(BigInteger)
+    last_value: Mapped[float] = mapped_column(Float)
+    last_steps: Mapped[int] = mapped_column(BigInteger)
+    last_report: Mapped[int] = mapped_column(BigInteger)
 
 
 class StorageBackend(Base):

@@ -35,7 +35,7 @@ from stalwart.master.importer.bulk import write_rows
 from stalwart.master.importer.context import Context, aware
 from stalwart.master.importer.replay import REPLAYED_KEY
 from stalwart.master.importer.source import Row
-from stalwart.master.services import metric_summaries
+from stalwart.master.services import metric_summaries, series_store
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.metrics import refresh_experiment_best
 
@@ -97,6 +97,8 @@ def import_metrics(ctx: Context) -> None:
             ctx.report.count("metrics", "imported", len(rows))
             done += len(rows)
             ctx.progress("metrics", done, total)
+        series_store.forget(ctx.session, [new])  # built from its reports again, all of them
+        ctx.session.commit()
     ctx.progress("metrics", total, total)
     if not ctx.dry_run:
         _refresh_best(ctx, [new for _, new in ctx.trials])

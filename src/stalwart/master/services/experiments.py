@@ -53,6 +53,8 @@ from stalwart.master.db.tables import (
     Checkpoint,
     Experiment,
     MetricReport,
+    MetricRollup,
+    MetricSeries,
     Project,
     Task,
     TaskLog,
@@ -531,6 +533,8 @@ def delete_experiment(session: Session, user: User, experiment_id: int) -> None:
     task_ids = select(Task.task_id).where(Task.experiment_id == experiment_id)
     session.execute(delete(MetricReport).where(MetricReport.trial_id.in_(trial_ids)))
     session.execute(delete(TrialMetricSummary).where(TrialMetricSummary.trial_id.in_(trial_ids)))
+    session.execute(delete(MetricRollup).where(MetricRollup.trial_id.in_(trial_ids)))
+    session.execute(delete(MetricSeries).where(MetricSeries.trial_id.in_(trial_ids)))
     session.execute(
         delete(Checkpoint).where(
             (Checkpoint.experiment_id == experiment_id) | Checkpoint.trial_id.in_(trial_ids)

@@ -13,7 +13,9 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
    raised, per ``searcher.smaller_is_better``) by a conditional ``UPDATE``, the trial's stored
    validation summaries are updated (:mod:`stalwart.master.services.metric_summaries`), and the
    experiment's ``best_trial_id`` / ``best_searcher_metric`` are recomputed from its trials
-   (:func:`refresh_experiment_best`; what the experiment list sorts and shows).
+   (:func:`refresh_experiment_best`; what the experiment list sorts and shows);
+5. the trial's stored ``summaryMetrics`` and series rollups are updated, or rebuilt from its
+   live reports after step 2 archived any (:mod:`stalwart.master.services.series_store`).
 
 :func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
 transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
@@ -65,7 +67,7 @@ from sqlalchemy.orm import Session
 from stalwart.errors import InvalidArgumentError, NotFoundError
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, utcnow
-from stalwart.master.services import metric_summaries
+from stalwart.master.services import metric_summaries, series_store
 
 __all__ = [
     "TRAINING",
@@ -76,6 +78,7 @@ __all__ = [
     "SeriesPoint",
     "ValidationSummary",
     "downsample_lttb",
+    "ingest_lock",
     "iter_report_rows",
     "lock_validations",
     "lttb_indices",
@@ -175,6 +178,20 @@ _BUMP_TRIAL = (
 """Raise ``total_batches`` if the run is current; built once (the hot path skips statement
 construction and reuses the compiled form from the cache)."""
 _INSERT_REPORT = insert(_REPORTS)
+_INSERT_REPORT_RETURNING = _INSERT_REPORT.returning(_REPORTS.c.id, sort_by_parameter_order=True)
+
+
+def _insert_reports(connection: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert report rows; their ids in the order given (the stored series name them). On
+    SQLite the batch is one ``executemany`` inside the one write transaction, so its ids are
+    consecutive and end at ``last_insert_rowid()`` (``RETURNING`` would make SQLAlchemy send
+    batched multi-row statements instead, about a third slower); PostgreSQL's sequence may
+    interleave with other writers, so there the ids come back with the rows."""
+    if connection.dialect.name != "sqlite":
+        return [int(i) for i in connection.execute(_INSERT_REPORT_RETURNING, rows).scalars()]
+    connection.execute(_INSERT_REPORT, rows)
+    last = int(connection.exec_driver_sql("select last_insert_rowid()").scalar_one())
+    return list(range(last - len(rows) + 1, last + 1))
 
 _SQLITE_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
@@ -195,6 +212,22 @@ def _write_lock(session: Session) -> contextlib.AbstractContextManager[Any]:
         if lock is None:
             lock = _SQLITE_WRITE_LOCKS[engine] = threading.Lock()
     return lock
+
+
+@contextlib.contextmanager
+def ingest_lock(session: Session, trial_ids: Iterable[int]) -> Iterator[None]:
+    """Serialize the caller's writes about ``trial_ids`` with the ingest of their reports: on
+    SQLite the ingest's lock, on PostgreSQL the trials' row locks (what the ingest's first
+    ``UPDATE trials`` takes), held until the caller commits or rolls back in the block."""
+    with _write_lock(session):
+        if session.get_bind().dialect.name == "postgresql":
+            session.execute(
+                select(Trial.id)
+                .where(Trial.id.in_(sorted(set(trial_ids))))
+                .order_by(Trial.id)
+                .with_for_update()
+            )
+        yield
 
 
 _VALIDATION_LOCK_CLASS = 0x53_57  # "SW": the advisory-lock namespace of validation inserts
@@ -241,8 +274,9 @@ def _bad_run(session: Session, trial_id: int, run_id: int) -> Exception:
 
 def _archive_superseded(
     session: Session, trial_id: int, run_id: int, group: str, steps: int
-) -> int:
-    """Archive earlier runs' reports at or beyond ``steps``; the number archived in validation."""
+) -> tuple[int, int]:
+    """Archive earlier runs' reports at or beyond ``steps``; the numbers archived in
+    validation and in the other groups."""
     groups = {group, TRAINING} - {VALIDATION}
     common = (
         MetricReport.trial_id == trial_id,
@@ -251,8 +285,12 @@ def _archive_superseded(
         MetricReport.archived.is_(False),
     )
     stmt = update(MetricReport).values(archived=True).execution_options(synchronize_session=False)
-    session.execute(stmt.where(MetricReport.group.in_(sorted(groups)), *common))
+    others = session.execute(stmt.where(MetricReport.group.in_(sorted(groups)), *common))
     result = session.execute(stmt.where(MetricReport.group == VALIDATION, *common))
+    return _rowcount(result), _rowcount(others)
+
+
+def _rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
@@ -366,17 +404,29 @@ def report_metrics_many(
         lock_validations(
             session, {experiment_of[r["trial_id"]] for r in rows if r["group"] == VALIDATION}
         )
-        rolled_back: set[int] = set()
+        rolled_back: set[int] = set()  # validation reports archived
+        archived: set[int] = set()  # any reports archived
         for (trial_id, run_id, group), steps in sorted(earliest.items()):
-            if run_id > 1 and _archive_superseded(session, trial_id, run_id, group, steps):
-                rolled_back.add(trial_id)
+            if run_id > 1:
+                validations, others = _archive_superseded(session, trial_id, run_id, group, steps)
+                if validations:
+                    rolled_back.add(trial_id)
+                if validations or others:
+                    archived.add(trial_id)
         fresh = _not_stored(connection, rows, reports) if retried else rows
-        if fresh:
-            connection.execute(_INSERT_REPORT, fresh)
-        # the stored validation summaries (after the insert: a rebuild reads the new rows too)
+        ids = _insert_reports(connection, fresh) if fresh else []
+        # what reads use (after the insert: a rebuild reads the new rows too)
         metric_summaries.rebuild(session, rolled_back)
         metric_summaries.add_reports(
             session, [r for r in fresh if r["trial_id"] not in rolled_back]
+        )
+        series_store.add_reports(
+            session,
+            [
+                (int(report_id), r["trial_id"], r["group"], r["steps_completed"], r["metrics"])
+                for report_id, r in zip(ids, fresh, strict=True)
+            ],
+            rebuilt=archived,
         )
         values = _update_best(session, rows, experiment_of, rolled_back)
         session.commit()
@@ -778,7 +828,18 @@ def _read_series(
     start_batches: int | None,
     end_batches: int | None,
 ) -> tuple[int, list[SeriesPoint]]:
-    """:func:`metric_series` read from the database."""
+    """:func:`metric_series` read from the database: from the stored rollups when the whole
+    series is asked for and it is too long to read whole, else from the reports."""
+    if start_batches is None and end_batches is None:
+        versions = series_store.series_versions(session, [trial_id], group, metric)
+        rolled = series_store.rolled_series(session, versions, group, metric, max_points)
+        if trial_id in rolled:
+            found = rolled[trial_id]
+            keep = found.kept(max_points)
+            times = _report_times(session, [found.reports[i] for i in keep])
+            return found.total, [
+                SeriesPoint(found.steps[i], found.values[i], times[found.reports[i]]) for i in keep
+            ]
     narrow = _json_path_safe(metric)
     c = _REPORTS.c
     value_col = _number_text(session, metric) if narrow else cast(c.metrics, Text)
@@ -803,14 +864,19 @@ def _read_series(
             ids.append(report_id)
             values.append(value)
     keep = lttb_indices([float(x) for x in steps], values, max_points)
-    wanted = [ids[i] for i in keep]
+    times = _report_times(session, [ids[i] for i in keep])
+    return len(values), [SeriesPoint(int(steps[i]), values[i], times[ids[i]]) for i in keep]
+
+
+def _report_times(session: Session, report_ids: Sequence[int]) -> dict[int, dt.datetime]:
+    """The report time of each of the reports."""
     times: dict[int, dt.datetime] = {}
-    for chunk in range(0, len(wanted), _IDS_PER_QUERY):
+    for chunk in range(0, len(report_ids), _IDS_PER_QUERY):
         query_times = select(MetricReport.id, MetricReport.report_time).where(
-            MetricReport.id.in_(wanted[chunk : chunk + _IDS_PER_QUERY])
+            MetricReport.id.in_(report_ids[chunk : chunk + _IDS_PER_QUERY])
         )
         times.update((report_id, when) for report_id, when in session.execute(query_times))
-    return len(values), [SeriesPoint(int(steps[i]), values[i], times[ids[i]]) for i in keep]
+    return times
 
 
 _IDS_PER_QUERY = 10_000

@@ -1,12 +1,9 @@
 """A trial's ``summaryMetrics``: per metric group, per metric, what Determined keeps.
 
 Determined updates ``runs.summary_metrics`` as each report arrives
-(``calculateNewSummaryMetrics``); Stalwart computes the same object from the stored, live
-(non-archived) reports when a trial is read, in the order they were reported (steps, then id),
-so a rollback (a restarted run reporting lower steps archives the later reports) needs no
-recompute. Reports are never edited in place (a rollback archives them, new ones get new ids),
-so a trial's summary is cached in memory under the count and highest id of its live reports:
-listing trials again decodes only the reports of trials that reported since.
+(``calculateNewSummaryMetrics``); so does Stalwart's ingest, which keeps the object on the trial
+row (:mod:`stalwart.master.services.series_store`), folding the live (non-archived) reports in
+arrival order, and rebuilds it from the live reports after a rollback. This module computes it.
 
 Contract (the JSON object served as ``trialv1Trial.summaryMetrics``):
 
@@ -26,17 +23,10 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from stalwart.master.db.tables import MetricReport
-
-__all__ = ["group_key", "summarize", "summary_metrics"]
+__all__ = ["fold", "fold_numbers", "group_key", "summarize", "takes_numbers"]
 
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?$")
@@ -89,102 +79,126 @@ def _type_of(value: Any) -> tuple[str, float]:
     return "string", 0.0
 
 
-def _add(summary: dict[str, dict[str, Any]], metrics: Mapping[str, Any]) -> None:
-    for name, value in metrics.items():
-        kind, number = _type_of(value)
-        entry = summary.get(name)
+def _add(group: dict[str, dict[str, Any]], name: str, value: Any) -> None:
+    """Add one value of any type to its metric's entry (a type change resets it)."""
+    kind, number = _type_of(value)
+    entry = group.get(name)
+    if entry is None:
+        entry = {"type": kind}
+    elif entry["type"] != kind:
+        kind = "string"
+        entry = {"type": kind}
+    group[name] = entry
+    if kind != "number":
+        return
+    if "count" not in entry:
+        _set_numbers(entry, [number, number, number, 1])
+    else:
+        _set_numbers(entry, _numbers(entry, number))
+
+
+def _numbers(entry: Mapping[str, Any], number: float) -> list[Any]:
+    """``[min, max, sum, count]`` of a number entry that has values, with ``number`` added."""
+    return [
+        _go_min(_as_float(entry["min"]), number),
+        _go_max(_as_float(entry["max"]), number),
+        _as_float(entry["sum"]) + number,
+        int(entry["count"]) + 1,
+    ]
+
+
+def _set_numbers(entry: dict[str, Any], numbers: list[Any]) -> None:
+    low, high, total, count = numbers
+    entry.update(min=_marked(low), max=_marked(high), sum=_marked(total), count=count)
+    entry["mean"] = _marked(total / count)
+
+
+def fold(
+    summary: dict[str, Any], reports: Iterable[tuple[str, Mapping[str, Any] | None]]
+) -> dict[str, Any]:
+    """``summary`` (changed in place and returned) with ``(group, metrics)`` reports added, in
+    the order they were reported: the same result as adding them one by one, with the running
+    ``[min, max, sum, count]`` of finite numbers kept as floats between reports (the ingest
+    folds batches of a thousand reports; encoding after each one was most of the cost)."""
+    running: dict[tuple[str, str], list[Any]] = {}
+    latest: dict[str, Mapping[str, Any]] = {}
+    for group, metrics in reports:
+        key = group_key(group)
+        entries = summary.setdefault(key, {})
+        values = metrics or {}
+        latest[key] = values
+        for name, value in values.items():
+            kind = type(value)
+            if kind is int or (kind is float and value - value == 0):  # finite, not a bool
+                entry = entries.get(name)
+                if entry is None:
+                    entry = entries[name] = {"type": "number"}
+                if entry["type"] == "number":
+                    number = float(value)
+                    found = running.get((key, name))
+                    if found is None:
+                        start = [number, number, number, 1]
+                        running[(key, name)] = (
+                            _numbers(entry, number) if "count" in entry else start
+                        )
+                    else:
+                        if number < found[0]:  # a NaN minimum stays NaN, as Go's math.Min
+                            found[0] = number
+                        if number > found[1]:
+                            found[1] = number
+                        found[2] += number
+                        found[3] += 1
+                    continue
+            found = running.pop((key, name), None)
+            if found is not None:
+                _set_numbers(entries[name], found)
+            _add(entries, name, value)
+    for (key, name), found in running.items():
+        _set_numbers(summary[key][name], found)
+    for key, values in latest.items():  # each metric of a group: its value in the latest report
+        for name, entry in summary[key].items():
+            entry["last"] = values.get(name)
+    return summary
+
+
+def takes_numbers(summary: Mapping[str, Any], group: str, names: Iterable[str]) -> bool:
+    """Whether every one of the group's metrics ``names`` is new or a number entry (so that
+    :func:`fold_numbers` may add plain numbers to them)."""
+    entries = summary.get(group_key(group), {})
+    return all(entries.get(name, _NUMBER)["type"] == "number" for name in names)
+
+
+def fold_numbers(
+    summary: dict[str, Any],
+    group: str,
+    numbers: Mapping[str, Sequence[float]],
+    latest: Mapping[str, Any],
+) -> None:
+    """Add one group's reports whose every value is a finite number: ``numbers`` holds each
+    metric's values in report order, ``latest`` the group's latest report. The same result as
+    :func:`fold` of those reports, at the cost of C's ``min``/``max``/``sum`` per metric rather
+    than Python per value (what the ingest does for a batch of plain numbers). Only where
+    :func:`takes_numbers` says so."""
+    entries = summary.setdefault(group_key(group), {})
+    for name, values in numbers.items():
+        entry = entries.get(name)
         if entry is None:
-            entry = {"type": kind}
-        elif entry["type"] != kind:
-            kind = "string"
-            entry = {"type": kind}
-        summary[name] = entry
-        if kind != "number":
-            continue
-        if "count" not in entry:
-            entry.update(min=_marked(number), max=_marked(number), sum=_marked(number))
-            entry.update(mean=_marked(number), count=1)
+            entry = entries[name] = {"type": "number"}
+        if "count" in entry:
+            low = _go_min(_as_float(entry["min"]), min(values))
+            high = _go_max(_as_float(entry["max"]), max(values))
+            total = sum(values, _as_float(entry["sum"]))  # added one by one, as fold adds them
+            _set_numbers(entry, [low, high, total, int(entry["count"]) + len(values)])
         else:
-            total = _as_float(entry["sum"]) + number
-            count = int(entry["count"]) + 1
-            entry["min"] = _marked(_go_min(_as_float(entry["min"]), number))
-            entry["max"] = _marked(_go_max(_as_float(entry["max"]), number))
-            entry["sum"] = _marked(total)
-            entry["count"] = count
-            entry["mean"] = _marked(total / count)
-    for name, entry in summary.items():
-        entry["last"] = metrics.get(name)
+            total = sum(values[1:], values[0])
+            _set_numbers(entry, [min(values), max(values), total, len(values)])
+    for name, entry in entries.items():
+        entry["last"] = latest.get(name)
+
+
+_NUMBER = {"type": "number"}
 
 
 def summarize(reports: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
     """The summary of ``(group, metrics)`` reports given in the order they were reported."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for group, metrics in reports:
-        _add(out.setdefault(group_key(group), {}), metrics or {})
-    return out
-
-
-CACHE_SIZE = 4096
-"""Trials whose summary is kept in memory (least recently used go first)."""
-
-_cache: OrderedDict[int, tuple[tuple[int, int], dict[str, Any]]] = OrderedDict()
-_cache_lock = threading.Lock()
-
-
-def _cached(trial_id: int, key: tuple[int, int]) -> dict[str, Any] | None:
-    with _cache_lock:
-        found = _cache.get(trial_id)
-        if found is None or found[0] != key:
-            return None
-        _cache.move_to_end(trial_id)
-        return found[1]
-
-
-def _remember(trial_id: int, key: tuple[int, int], summary: dict[str, Any]) -> None:
-    with _cache_lock:
-        _cache[trial_id] = (key, summary)
-        _cache.move_to_end(trial_id)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-
-
-def summary_metrics(session: Session, trial_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """Each trial's summary (see the module contract); trials without reports are absent.
-    The returned objects are shared with the cache: callers must not change them."""
-    ids = list(trial_ids)
-    if not ids:
-        return {}
-    live = MetricReport.archived.is_(False)
-    keys = {
-        trial_id: (int(count), int(last))
-        for trial_id, count, last in session.execute(
-            select(MetricReport.trial_id, func.count(), func.max(MetricReport.id))
-            .where(MetricReport.trial_id.in_(ids), live)
-            .group_by(MetricReport.trial_id)
-        )
-    }
-    out: dict[int, dict[str, Any]] = {}
-    stale = []
-    for trial_id, key in keys.items():
-        found = _cached(trial_id, key)
-        if found is None:
-            stale.append(trial_id)
-        else:
-            out[trial_id] = found
-    if not stale:
-        return out
-    per_trial: dict[int, list[tuple[str, Mapping[str, Any] | None]]] = {}
-    rows = session.execute(
-        select(MetricReport.trial_id, MetricReport.group, MetricReport.metrics)
-        .where(MetricReport.trial_id.in_(stale), live)
-        .order_by(MetricReport.trial_id, MetricReport.steps_completed, MetricReport.id)
-    )
-    for trial_id, group, metrics in rows:
-        per_trial.setdefault(trial_id, []).append((group, metrics))
-    for trial_id, reports in per_trial.items():
-        summary = summarize(reports)
-        # the key read first may be older than the rows: cache only under a matching count
-        if len(reports) == keys[trial_id][0]:
-            _remember(trial_id, keys[trial_id], summary)
-        out[trial_id] = summary
-    return out
+    return fold({}, reports)

@@ -59,7 +59,7 @@ from stalwart.master.services.metrics import (
     searcher_settings,
     validation_summaries,
 )
-from stalwart.master.services.summary_metrics import summary_metrics
+from stalwart.master.services.series_store import stored_summaries
 from stalwart.master.transitions import EXPERIMENT_TRANSITIONS, TRIAL_TRANSITIONS
 
 __all__ = [
@@ -133,7 +133,7 @@ class TrialView:
     checkpoint_count: int
     checkpoint_size: int
     summary_metrics: dict[str, Any] | None = None
-    """:mod:`stalwart.master.services.summary_metrics` (None: no reports yet)."""
+    """:mod:`stalwart.master.services.summary_metrics`, as stored (None: no reports yet)."""
     log_policy_matched: str | None = None
 
 
@@ -243,7 +243,7 @@ def trial_views(session: Session, trials: Sequence[Trial]) -> list[TrialView]:
     ):
         wall[task_id] = wall.get(task_id, 0.0) + max(0.0, ((end or now) - start).total_seconds())
     substates = active_substates(session, [t.task_id for t in trials if t.state == "ACTIVE"])
-    summaries_by_trial = summary_metrics(session, ids)
+    summaries_by_trial = stored_summaries(session, ids)
     labels = {
         task_id: label_of(extra)
         for task_id, extra in session.execute(

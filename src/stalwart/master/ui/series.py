@@ -9,12 +9,13 @@ Contract:
 - :func:`metric_names` reads only the first and the last live report of each (trial, group) (two
   index lookups each), so it stays cheap with 10,000 reports per trial; a metric that appears
   only in the middle of a series is not listed. It takes two queries however many trials.
-- :func:`experiment_metric_series` reads one metric of many trials in one query of two columns
-  (the database extracts the value as text; no report time, no ORM objects), which keeps a
-  chart of 100 trials x 10,000 reports to a couple of seconds on SQLite.
-- :class:`SeriesCache` keeps downsampled series per (trial, group, metric, points) with the
-  version they were read at (the trial's newest report id and report count in the group): a
-  poll of a finished search reads two index columns per trial, not its reports again.
+- :class:`SeriesCache` answers one metric of many trials: a long series from its stored
+  rollups (:mod:`stalwart.master.services.series_store`: about ``2 * max_points`` rows a trial,
+  thinned with LTTB), a short one with :func:`experiment_metric_series` (one query of two
+  columns for all such trials; the database extracts the value as text). It keeps downsampled
+  series per (trial, group, metric, points) with the version they were read at (the series'
+  stored count and newest report id): a poll of a finished search reads one small row per
+  trial.
 - :func:`trial_group_series` reads every live report of one group of one trial in step order
   and keeps at most ``max_points`` points of each flattened metric (largest-triangle-three-
   buckets, :func:`stalwart.master.services.metrics.downsample_lttb`).
@@ -30,11 +31,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, aliased
 
 from stalwart.master.db.tables import MetricReport
 from stalwart.master.services import metrics as metrics_svc
+from stalwart.master.services import series_store
 
 __all__ = [
     "Downsampled",
@@ -269,38 +271,46 @@ class SeriesCache:
         metric: str,
         max_points: int,
     ) -> dict[int, Downsampled]:
-        """``metric`` of ``group`` per trial, at most ``max_points`` each (read when stale)."""
-        versions: dict[int, tuple[int, int]] = dict.fromkeys(trial_ids, (0, 0))
-        if trial_ids:
-            query = (
-                select(MetricReport.trial_id, func.max(MetricReport.id), func.count())
-                .where(MetricReport.trial_id.in_(list(trial_ids)), MetricReport.group == group)
-                .group_by(MetricReport.trial_id)
-            )
-            for trial_id, newest, count in session.execute(query):
-                versions[trial_id] = (int(newest or 0), int(count))
+        """``metric`` of ``group`` per trial, at most ``max_points`` each (read when stale):
+        a long series from its stored rollups, a short one (or one of a trial not built yet,
+        which is not cached) from its reports."""
+        versions = series_store.series_versions(session, trial_ids, group, metric)
         out: dict[int, Downsampled] = {}
         stale: list[int] = []
         with self._lock:
             for trial_id in trial_ids:
-                hit = self._items.get((trial_id, group, metric, max_points))
-                if hit is not None and hit[0] == versions[trial_id]:
-                    self._items.move_to_end((trial_id, group, metric, max_points))
+                key = (trial_id, group, metric, max_points)
+                hit = self._items.get(key)
+                if hit is not None and hit[0] == versions.get(trial_id):
+                    self._items.move_to_end(key)
                     out[trial_id] = hit[1]
                 else:
                     stale.append(trial_id)
-        fresh = experiment_metric_series(session, stale, group, metric)
+        rolled = series_store.rolled_series(
+            session, {t: versions[t] for t in stale if t in versions}, group, metric, max_points
+        )
+        fresh: dict[int, Downsampled] = {}
+        for trial_id, found in rolled.items():
+            keep = found.kept(max_points)
+            fresh[trial_id] = Downsampled(
+                found.total, [found.steps[i] for i in keep], [found.values[i] for i in keep]
+            )
+        raw = [t for t in stale if t not in rolled]
+        for trial_id, series in experiment_metric_series(session, raw, group, metric).items():
+            batches, values = series.downsampled(max_points)
+            fresh[trial_id] = Downsampled(len(series.batches), batches, values)
+        out.update(fresh)
         with self._lock:
-            for trial_id, series in fresh.items():
-                batches, values = series.downsampled(max_points)
-                item = Downsampled(len(series.batches), batches, values)
-                out[trial_id] = item
+            for trial_id, item in fresh.items():
+                version = versions.get(trial_id)
+                if version is None:
+                    continue  # not built yet: no version to check it against
                 key = (trial_id, group, metric, max_points)
                 previous = self._items.pop(key, None)
                 if previous is not None:
                     self._points -= len(previous[1].batches)
-                self._items[key] = (versions[trial_id], item)
-                self._points += len(batches)
+                self._items[key] = (version, item)
+                self._points += len(item.batches)
             while self._items and (
                 len(self._items) > self._size or self._points > self._max_points
             ):
