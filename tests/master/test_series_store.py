@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.master.app import open_state
+from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import MetricReport, MetricRollup, MetricSeries, Trial, User
 from stalwart.master.services import series_store
 from stalwart.master.services.experiment_create import create_experiment
@@ -230,3 +231,25 @@ def test_a_long_series_reads_its_rollups_at_the_level_that_fits() -> None:
     assert series_store.level_for(10_000, 200) == 2  # 157 buckets of 64
     assert series_store.level_for(10_000, 1_000) == 1  # 1,250 buckets of 8
     assert series_store.level_for(10**12, 200) == series_store.LEVELS
+
+
+def test_the_cluster_loop_builds_trials_left_unbuilt(state: MasterState) -> None:
+    """A database from before stored series (or an import) has trials without them: the
+    cluster loop builds them, a few each round, without any report arriving."""
+    trials = _trials(state, series_store.BUILD_BATCH + 3)
+    _report(state, [MetricsInput(t, 1, "training", 5, {"loss": t / 10}) for t in trials])
+    with state.sessions() as session:
+        series_store.forget(session, trials)
+        session.commit()
+    loop = ClusterLoop(state)
+
+    def unbuilt() -> set[int]:
+        with state.sessions() as session:
+            return set(session.scalars(select(Trial.id).where(Trial.summary_metrics.is_(None))))
+
+    loop.run_round()  # one batch of trials
+    assert set(trials[series_store.BUILD_BATCH :]) <= unbuilt()
+    loop.run_round()  # the rest, in the next round (it found work: it goes on)
+    assert not unbuilt()
+    for trial in trials:
+        _check(state, trial)
