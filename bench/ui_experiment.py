@@ -51,9 +51,9 @@ from bench.experiment_list import _database, _login, _server_timing
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, TrialMetricSummary, User
+from stalwart.master.services import series_store
 from stalwart.master.services.bootstrap import bootstrap
 from stalwart.master.services.experiment_create import create_experiment
-from stalwart.master.services import series_store
 from stalwart.master.services.metric_summaries import summarize_rows
 from stalwart.master.settings import MasterSettings
 
@@ -111,6 +111,9 @@ class Run:
     bytes_warm: int = 0
     requests_cold: int = 0
     idle_requests_per_min: float = 0.0
+    cold_trace: list[str] = field(default_factory=list)
+    """The cold open's requests: when each started and ended (ms after the navigation began)
+    and its server time, so a miss can be read off the results file."""
 
 
 def seed(engine: Engine, settings: MasterSettings, size: Size) -> int:
@@ -225,6 +228,7 @@ def _open(browser: Browser, port: int, token: str, experiment_id: int, size: Siz
         result.bytes_cold = _bytes(cold)
         result.bytes_warm = _bytes(warm)
         result.requests_cold = len(cold)
+        result.cold_trace = _trace(cold)
         responses.clear()
         idle_started = time.perf_counter()
         page.wait_for_timeout(size.idle_s * 1000)
@@ -243,6 +247,23 @@ def _series_ms(responses: list[Response]) -> list[float]:
             if took is not None:
                 out.append(took * 1000)
     return out
+
+
+def _trace(responses: list[Response]) -> list[str]:
+    """``start-end ms  server ms  path`` of each response, in the order they started."""
+    if not responses:
+        return []
+    origin = min(r.request.timing["startTime"] for r in responses)
+    lines = []
+    for r in sorted(responses, key=lambda r: r.request.timing["startTime"]):
+        timing = r.request.timing
+        start = timing["startTime"] - origin
+        end = start + max(0.0, timing["responseEnd"])
+        app = _server_timing({k.lower(): v for k, v in r.all_headers().items()}, "app")
+        server = f"{app * 1000:7.0f}" if app is not None else "      -"
+        path = r.url.split("://", 1)[-1].split("/", 1)[-1]
+        lines.append(f"{start:7.0f}-{end:7.0f} ms  server {server} ms  /{path[:90]}")
+    return lines
 
 
 def _bytes(responses: list[Response]) -> int:
@@ -299,7 +320,11 @@ def summarize(runs: list[Run], database: str) -> list[Measurement]:
             unit="ms max",
             target=f"< {DRAWN_TARGET_S * 1000:.0f} ms",
             passed=None if worst is None else worst < DRAWN_TARGET_S * 1000,
-            stats={"runs_s": [r.drawn_cold_s for r in runs], **cold},
+            stats={
+                "runs_s": [r.drawn_cold_s for r in runs],
+                **cold,
+                "traces": [r.cold_trace for r in runs],
+            },
             note=f"{len(runs)} runs, p50 {cold.get('p50_ms', 0):.0f} ms; "
             f"{kb_cold:.0f} KiB in {runs[0].requests_cold} requests",
         ),
