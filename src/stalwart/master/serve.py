@@ -20,6 +20,7 @@ How the settings become uvicorn's options (:func:`uvicorn_options`):
 from __future__ import annotations
 
 import gc
+import mimetypes
 import socket
 from types import FrameType
 from typing import Any
@@ -31,7 +32,7 @@ from stalwart.master.app import create_app
 from stalwart.master.settings import MasterSettings
 from stalwart.master.stopping import SERVER_GRACE_S, StopGate
 
-__all__ = ["MasterServer", "master_url", "serve", "uvicorn_options"]
+__all__ = ["MasterServer", "master_url", "serve", "uvicorn_options", "warm_routes"]
 
 
 class MasterServer(uvicorn.Server):
@@ -84,4 +85,27 @@ def serve(settings: MasterSettings, *, app: FastAPI | None = None) -> None:
         timeout_graceful_shutdown=int(SERVER_GRACE_S),
         **uvicorn_options(settings),
     )
+    warm_routes(app)
     MasterServer(config, app.state.stop_gate).run()
+
+
+_NOWHERE: dict[str, Any] = {
+    "type": "http",
+    "path": "/.stalwart-warm-up",
+    "method": "GET",
+    "root_path": "",
+    "headers": [],
+    "query_string": b"",
+}
+"""A request no route serves: matching it tries every route."""
+
+
+def warm_routes(app: FastAPI) -> None:
+    """Match a request no route serves against every route before serving: FastAPI (0.165 and
+    later) prepares an included router's routes (their dependencies, read from signatures) on
+    the first request that reaches them, and the web UI's page, the last route, waited about a
+    second on a fresh master for all 270 of them. Python's MIME types table (read on the first
+    file served) is loaded here too."""
+    for route in app.router.routes:
+        route.matches(_NOWHERE)
+    mimetypes.init()
