@@ -29,16 +29,15 @@ from sqlalchemy import event, select
 from stalwart.master.api.models.common import wire_time
 from stalwart.master.api.models.trials import MetricsReportsResponse
 from stalwart.master.app import create_app
-from stalwart.master.db.tables import Experiment, MetricReport, Trial, User
+from stalwart.master.db.tables import Experiment, MetricReport, Trial
 from stalwart.master.services import metrics as metrics_svc
-from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, report_metrics_many
-from stalwart.master.services.tasks import create_trial, start_allocation
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.ui.series import flatten
 from tests.master.conftest import login
 from tests.master.metric_reference import iter_metric_reports, report_to_wire
+from tests.master.running_trials import running_trials
 
 TRICKY: list[dict[str, Any]] = [
     {"loss": 0.30331272607892745, "acc": 1, "λ": -2.5e-7, "big": 12345678901234567890},
@@ -68,21 +67,7 @@ def _state(client: TestClient) -> MasterState:
 
 
 def _experiment(state: MasterState, trials: int) -> tuple[int, list[int]]:
-    with state.sessions() as session:
-        admin = session.scalars(select(User).where(User.username == "admin")).one()
-        exp = create_experiment(
-            session,
-            state.settings,
-            admin,
-            config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
-            model_definition=[],
-            activate=True,
-        ).experiment
-        made = [create_trial(session, exp, hparams={}, seed=i) for i in range(trials)]
-        for trial in made:
-            start_allocation(session, trial.task_id, slots=1)
-        session.commit()
-        return exp.id, [t.id for t in made]
+    return running_trials(state, trials, activate=True)
 
 
 def _report(state: MasterState, trial_id: int, group: str, steps: int, metrics: Any) -> None:

@@ -16,15 +16,15 @@ from sqlalchemy.orm import Session
 
 from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.db.tables import MetricReport, MetricRollup, MetricSeries, Trial, User
+from stalwart.master.db.tables import MetricReport, MetricRollup, MetricSeries, Trial
 from stalwart.master.services import series_store
-from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, metric_series, report_metrics_many
 from stalwart.master.services.summary_metrics import summarize
-from stalwart.master.services.tasks import create_trial, start_allocation
+from stalwart.master.services.tasks import start_allocation
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.ui.series import SeriesCache
+from tests.master.running_trials import running_trials
 
 FANOUT = series_store.FANOUT
 
@@ -40,21 +40,7 @@ def state(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MasterStat
 
 
 def _trials(state: MasterState, count: int) -> list[int]:
-    with state.sessions() as session:
-        admin = session.scalars(select(User).where(User.username == "admin")).one()
-        exp = create_experiment(
-            session,
-            state.settings,
-            admin,
-            config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
-            model_definition=[],
-            activate=False,
-        ).experiment
-        made = [create_trial(session, exp, hparams={}, seed=i) for i in range(count)]
-        for trial in made:
-            start_allocation(session, trial.task_id, slots=1)
-        session.commit()
-        return [t.id for t in made]
+    return running_trials(state, count)[1]
 
 
 def _value(rng: random.Random) -> Any:

@@ -5,18 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from sqlalchemy import select
 
 from stalwart.client import Experiment
 from stalwart.local import LocalCluster
 from stalwart.master.app import open_state
-from stalwart.master.db.tables import User
-from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, report_metrics_many
-from stalwart.master.services.tasks import create_trial, start_allocation
 from stalwart.master.settings import MasterSettings
-from stalwart.master.state import MasterState
 from stalwart.master.ui.series import SeriesCache, flatten, to_float
+from tests.master.running_trials import running_trials
 from tests.ui.conftest import admin_headers
 
 
@@ -91,7 +87,7 @@ def test_series_cache_reads_again_only_what_changed(tmp_path: Path) -> None:
     """A cached series is served until its trial reports again; the cache stays within its
     bound on points, dropping the least recently used."""
     state = open_state(MasterSettings(home=tmp_path / "home"))
-    first, second = _trials(state, 2)
+    _, (first, second) = running_trials(state, 2)
 
     def add(trial_id: int, steps: range) -> None:
         reports = [
@@ -123,22 +119,3 @@ def test_series_cache_reads_again_only_what_changed(tmp_path: Path) -> None:
             assert three[first] == one[first]
     finally:
         state.engine.dispose()
-
-
-def _trials(state: MasterState, count: int) -> list[int]:
-    """``count`` trials of a new experiment, each with a running allocation (run 1)."""
-    with state.sessions() as session:
-        admin = session.scalars(select(User).where(User.username == "admin")).one()
-        exp = create_experiment(
-            session,
-            state.settings,
-            admin,
-            config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
-            model_definition=[],
-            activate=False,
-        ).experiment
-        made = [create_trial(session, exp, hparams={}, seed=i) for i in range(count)]
-        for trial in made:
-            start_allocation(session, trial.task_id, slots=1)
-        session.commit()
-        return [t.id for t in made]
