@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,17 +31,32 @@ PG_URL = os.environ.get("STALWART_TEST_PG_URL", "postgresql://postgres@127.0.0.1
 TESTS = Path(__file__).resolve().parent
 SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
     "real-slurm": ("tests/slurm/test_master_", "tests/slurm/test_real_slurm.py"),
+    "browser": ("tests/ui/",),
 }
-"""Modules (by path prefix) that share one machine-wide service and so run on one worker, one
-after another: the real Slurm cluster has room for one test's jobs at a time."""
+"""Modules (by path prefix) that run on one worker, one after another: either they share one
+machine-wide service (the real Slurm cluster has room for one test's jobs at a time), or they
+share package-scoped fixtures that take long to make (the browser tests' chromium, master, agent
+and completed search: ``tests/ui/conftest.py``), which pytest makes once when the package's
+modules run together and again for each module when other modules come between them."""
 LONG_MODULES: tuple[str, ...] = (
-    "tests/launch/test_deepspeed.py",
+    "tests/reliability/test_soak.py",
     "tests/compat/test_det_tutorials.py",
     "tests/reliability/test_api_fuzz.py",
+    "tests/launch/test_deepspeed.py",
+    "tests/compat/test_det_models.py",
+    "tests/compat/test_det_templates.py",
+    "tests/compat/test_det_groups.py",
+    "tests/reliability/test_master_kill.py",
+    "tests/compat/test_det_workflows.py",
+    "tests/compat/test_det_logs_filters.py",
+    "tests/reliability/test_agent_kill.py",
 )
-"""Modules that take minutes: started right after the serial groups, so that none of them is
-what the run still waits for at its end (``make test`` prints the slowest tests: keep this
-list in step with them)."""
+"""Modules that take minutes with few tests, longest first (seconds on one busy worker, from
+``--durations``, 2026-12-04: the soak 200, the tutorials 175 with the harness's first build,
+the API fuzz 120, DeepSpeed 135 with its first build, the rest 75-90): started right after the
+serial groups, in this order, so that none of them is what the run still waits for at its end
+(modules are otherwise handed out by their number of tests). ``make test`` prints the slowest
+tests: keep this list in step with them."""
 PORT_OFFSETS_PER_WORKER = 50
 """Port offsets between two workers' masters (50 offsets: 1,000 ports above each base)."""
 PORT_OFFSET_VARIABLE = "STALWART_CLUSTER__TASK_PORT_OFFSET"
@@ -69,24 +85,35 @@ class _ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships n
         return _group(nodeid)
 
 
-def _start_rank(item: pytest.Item) -> int:
+def _start_rank(item: pytest.Item) -> tuple[int, int]:
+    """0 for serial groups, 1 for :data:`LONG_MODULES` (then their place in it), 2 for the rest."""
     group = _group(item.nodeid)
     if group in SERIAL_GROUPS:
-        return 0
-    return 1 if group.startswith(LONG_MODULES) else 2
+        return (0, 0)
+    for place, prefix in enumerate(LONG_MODULES):
+        if group.startswith(prefix):
+            return (1, place)
+    return (2, 0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Serial groups first, then :data:`LONG_MODULES`, then the rest (a stable sort, the same
-    on every worker): the serial modules run one after another on one worker, the longest chain
-    of the run, so it should start at once; long modules next, so the run does not end on one."""
-    items.sort(key=_start_rank)
+    """Serial groups first, then :data:`LONG_MODULES` in their order, then the rest, groups with
+    the most tests first (a stable sort, the same on every worker): each serial group's modules
+    run one after another on one worker, the longest chains of the run, so they should start at
+    once; long modules next, so that the run does not end on one; then the largest modules first,
+    as xdist itself orders them, so that small ones fill the workers at the end."""
+    sizes = Counter(_group(item.nodeid) for item in items)
+    items.sort(key=lambda item: (_start_rank(item), -sizes[_group(item.nodeid)]))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
-    """Schedule ``--dist loadfile`` runs by :func:`_group` (other modes: xdist's own)."""
+    """Schedule ``--dist loadfile`` runs by :func:`_group` (other modes: xdist's own), in the
+    order :func:`pytest_collection_modifyitems` gives: xdist's own reordering (by number of
+    tests, ``--loadscope-reorder``, on by default) would send the long modules, which have few
+    tests, last."""
     if config.getvalue("dist") != "loadfile":
         return None
+    config.option.loadscopereorder = False
     return _ModuleGroups(config, log)
 
 

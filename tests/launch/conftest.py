@@ -64,8 +64,16 @@ def deepspeed_comm_built() -> None:
     first time a process group starts, under a lock file in torch's extensions directory (kept
     between runs). It is built here once, with a timeout of its own, so that the launch tests'
     timeouts measure launches. A lock left by a build that was killed makes every later build
-    wait forever: one older than :data:`STALE_BUILD_LOCK_S` is removed first."""
+    wait forever: one older than :data:`STALE_BUILD_LOCK_S` is removed first.
+
+    The build runs with the ``PATH`` a task gets (:func:`task_environ`: the Python environment's
+    ``bin`` first), so that it uses the same ``ninja`` as the launched workers: the ``ninja``
+    package's (1.13) and Debian's (1.11) hash the commands in ``.ninja_log`` differently, so
+    each took the other's build for a stale one and compiled again (a minute and a half each on
+    two busy cores), in every run."""
     require_deepspeed()
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     try:
         done = subprocess.run(
             [sys.executable, "-c", _BUILD_SHM_COMM],
@@ -73,6 +81,7 @@ def deepspeed_comm_built() -> None:
             text=True,
             timeout=DEEPSPEED_BUILD_TIMEOUT_S,
             check=False,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"building DeepSpeed's shm_comm took over {DEEPSPEED_BUILD_TIMEOUT_S} s")

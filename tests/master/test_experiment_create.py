@@ -154,6 +154,14 @@ def test_unsafe_paths(path: str) -> None:
         build_archive([file_entry(path, b"x")], max_bytes=100)
 
 
+@pytest.mark.parametrize("field", ["type", "mode", "mtime"])
+@pytest.mark.parametrize("value", ["soon", [], {}, 1e400, True])
+def test_a_non_numeric_field_is_refused_naming_the_file(field: str, value: object) -> None:
+    entry = {**file_entry("train.py", b"x"), field: value}
+    with pytest.raises(InvalidArgumentError, match=f"'train.py' {field} is not a number"):
+        build_archive([entry], max_bytes=100)
+
+
 def test_links_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="links are not allowed"):
         build_archive([file_entry("link", b"/etc/passwd", kind=50)], max_bytes=100)

@@ -108,6 +108,20 @@ def _field(entry: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
+def _int_field(entry: Mapping[str, Any], name: str, default: int, path: str) -> int:
+    """``entry[name]`` as an integer (a number or a string of digits, as the official client
+    sends ``mtime``); ``default`` when absent or empty; otherwise a 400 naming the file."""
+    value = _field(entry, name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidArgumentError(f"model definition: {path!r} {name} is not a number")
+    try:
+        return int(value)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(f"model definition: {path!r} {name} is not a number") from exc
+
+
 def build_archive(files: Iterable[Mapping[str, Any]], *, max_bytes: int) -> bytes:
     """A ``.tar.gz`` of the uploaded ``v1File`` entries (see the module contract)."""
     buffer = io.BytesIO()
@@ -116,11 +130,11 @@ def build_archive(files: Iterable[Mapping[str, Any]], *, max_bytes: int) -> byte
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
         for entry in files:
             path = safe_member_path(str(_field(entry, "path") or ""))
-            kind = int(_field(entry, "type") or REGTYPE)
+            kind = _int_field(entry, "type", REGTYPE, path) or REGTYPE
             layout.add(path, is_dir=kind == DIRTYPE)
             info = tarfile.TarInfo(path)
-            info.mode = int(_field(entry, "mode") or 0o644) & 0o7777
-            info.mtime = int(_field(entry, "mtime") or 0)
+            info.mode = (_int_field(entry, "mode", 0o644, path) or 0o644) & 0o7777
+            info.mtime = _int_field(entry, "mtime", 0, path)
             if kind == DIRTYPE:
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
