@@ -14,8 +14,10 @@ import type { MetricNames, SeriesAnswer, Trial } from "../../wire";
 /** Points per trial asked of the server: fewer per line when many trials share a chart. */
 export const pointsPerTrial = (trials: number): number => Math.max(100, Math.min(1000, Math.floor(20000 / Math.max(trials, 1))));
 
-/** Shown once the experiment and its trials were read (`searcherMetric` is then known). */
-export function Overview({ id, trials, searcherMetric, ended }: { id: number; trials: Trial[]; searcherMetric: string; ended: boolean }) {
+/** Shown once the experiment was read (`searcherMetric` and `numTrials` are then known), before
+ * its trials list arrives: the curves need only the experiment, the scatter fills in with the
+ * trials. */
+export function Overview({ id, trials, numTrials, searcherMetric, ended }: { id: number; trials: Trial[]; numTrials: number; searcherMetric: string; ended: boolean }) {
   const navigate = useNavigate();
   const [query, setQuery] = useHashQuery((q) => {
     setGroup(q.get("group") || "validation");
@@ -45,19 +47,19 @@ export function Overview({ id, trials, searcherMetric, ended }: { id: number; tr
     // found, and every 10th poll of a running experiment.
     let options = names ?? [];
     const stale = namesFor.current === null || namesFor.current.group !== group
-      || namesFor.current.trials !== trials.length || options.length === 0 || (!ended && polls.current % 10 === 0);
+      || namesFor.current.trials !== numTrials || options.length === 0 || (!ended && polls.current % 10 === 0);
     if (stale) {
       const answer = await api.get<MetricNames>(`/ui/experiments/${id}/metric-names`, signal);
       if (signal.aborted) return;
       const found = (answer.groups ?? []).find((x) => x.group === group)?.metrics ?? [];
       options = [...new Set([...(group === "validation" && sm ? [sm] : []), ...found])];
       setNames(options);
-      namesFor.current = { group, trials: trials.length };
+      namesFor.current = { group, trials: numTrials };
     }
     const want = options.includes(metric) ? metric : (options.includes(sm) ? sm : (options[0] ?? ""));
     if (want !== metric) setMetric(want);
     if (!want) return !ended;
-    const n = pointsPerTrial(trials.length);
+    const n = pointsPerTrial(numTrials);
     const data = await api.get<SeriesAnswer>(`/ui/experiments/${id}/series?metric=${encodeURIComponent(want)}&group=${encodeURIComponent(group)}&maxPoints=${n}`, signal);
     if (signal.aborted) return;
     const key = JSON.stringify([group, want, data.trials]);
