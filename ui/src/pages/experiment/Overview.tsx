@@ -34,6 +34,7 @@ export function Overview({ id, trials, numTrials, searcherMetric, ended }: { id:
   const polls = useRef(0);
   const namesFor = useRef<{ group: string; trials: number } | null>(null);
   const seriesKey = useRef("");
+  const doneFor = useRef("");  // "group metric" whose series was read after the experiment ended
   const picked = metric || searcherMetric;
 
   const keep = (patch: { group?: string; metric?: string; hp?: string }): void => {
@@ -42,13 +43,27 @@ export function Overview({ id, trials, numTrials, searcherMetric, ended }: { id:
 
   usePoll(async (signal) => {
     const sm = searcherMetric;
+    // The metric picked for the user below re-runs the poll (a new key): an ended experiment's
+    // series for it was read already.
+    if (ended && doneFor.current === `${group} ${metric}`) return false;
     polls.current += 1;
     // Metric names: read again when the group or the number of trials changed, while none was
     // found, and every 10th poll of a running experiment.
     let options = names ?? [];
     const stale = namesFor.current === null || namesFor.current.group !== group
       || namesFor.current.trials !== numTrials || options.length === 0 || (!ended && polls.current % 10 === 0);
+    const n = pointsPerTrial(numTrials);
+    const seriesOf = (m: string): Promise<SeriesAnswer> =>
+      api.get<SeriesAnswer>(`/ui/experiments/${id}/series?metric=${encodeURIComponent(m)}&group=${encodeURIComponent(group)}&maxPoints=${n}`, signal);
+    // The metric picked (or the searcher metric) is known before the names answer: its series
+    // is asked for beside them, not after (kept only if the names list it).
+    const guess = metric || (group === "validation" ? sm : "");
+    let early: Promise<SeriesAnswer> | null = null;
     if (stale) {
+      if (guess) {
+        early = seriesOf(guess);
+        early.catch(() => undefined);  // awaited below only when the guess holds
+      }
       const answer = await api.get<MetricNames>(`/ui/experiments/${id}/metric-names`, signal);
       if (signal.aborted) return;
       const found = (answer.groups ?? []).find((x) => x.group === group)?.metrics ?? [];
@@ -57,16 +72,17 @@ export function Overview({ id, trials, numTrials, searcherMetric, ended }: { id:
       namesFor.current = { group, trials: numTrials };
     }
     const want = options.includes(metric) ? metric : (options.includes(sm) ? sm : (options[0] ?? ""));
-    if (want !== metric) setMetric(want);
     if (!want) return !ended;
-    const n = pointsPerTrial(numTrials);
-    const data = await api.get<SeriesAnswer>(`/ui/experiments/${id}/series?metric=${encodeURIComponent(want)}&group=${encodeURIComponent(group)}&maxPoints=${n}`, signal);
+    const data = await (early && want === guess ? early : seriesOf(want));
     if (signal.aborted) return;
     const key = JSON.stringify([group, want, data.trials]);
     if (key !== seriesKey.current) {  // a new chart only when the data changed (keeps the hover)
       seriesKey.current = key;
       setSeries({ key, data });
     }
+    if (ended) doneFor.current = `${group} ${want}`;
+    // Set after the series is read: the new key starts a poll, which would abort this one.
+    if (want !== metric) setMetric(want);
     return !ended;  // an ended experiment changes no more: stop polling
   }, `${group} ${metric} ${searcherMetric} ${ended}`);
 
