@@ -13,9 +13,10 @@ Each run starts ``stalwart master`` afresh (its caches cold), opens a new browse
 tab's storage, and times from navigating to ``#/experiments/{id}?group=training&metric=loss``
 until every trial's line is in the chart's DOM twin (``#chart li.series``) holding the points the
 master served (``data-drawn`` equal to ``data-points``): **curves drawn**. It then reloads the
-page in the same context (browser and master caches warm) and times it again, and finally
-counts the requests the idle page sends for ``idle_s`` seconds (an ended experiment changes no
-more: about 0 a minute).
+page in the same context (browser and master caches warm) and times it again, and finally,
+once no request is in flight (the trials list, asked beside the experiment, may answer after the
+curves are drawn), counts the requests the idle page sends for ``idle_s`` seconds (an ended
+experiment changes no more: about 0 a minute).
 
 Measured per run, from the browser's view of each response: the series requests' server time
 (``Server-Timing: app``) cold and warm, and the bytes the page transferred (response bodies as
@@ -229,6 +230,9 @@ def _open(browser: Browser, port: int, token: str, experiment_id: int, size: Siz
         result.bytes_warm = _bytes(warm)
         result.requests_cold = len(cold)
         result.cold_trace = _trace(cold)
+        # The page draws its curves before the trials list answers (it asks for both at once):
+        # the idle phase starts once nothing is in flight, so it counts polls only.
+        page.wait_for_load_state("networkidle", timeout=120_000)
         responses.clear()
         idle_started = time.perf_counter()
         page.wait_for_timeout(size.idle_s * 1000)

@@ -61,6 +61,37 @@ def test_one_colour_per_trial_on_every_chart(
         assert shown == expected
 
 
+def test_the_curves_do_not_wait_for_the_trials_list(
+    page: Page, cluster: LocalCluster, asha: Experiment
+) -> None:
+    """The experiment page asks for its trials beside the experiment and draws the learning
+    curves (the series) while the trials list is still unanswered; the scatter, which needs
+    the trials' hyperparameters, and the Trials tab fill in once it answers."""
+    from playwright.sync_api import Route, expect
+
+    held: list[Route] = []
+    trials_list = re.compile(rf"/api/v1/experiments/{asha.id}/trials\?limit=")
+
+    def hold(route: Route) -> None:
+        held.append(route)  # answered only when the test lets it go
+
+    sign_in(page, cluster.url)
+    page.route(trials_list, hold)
+    page.goto(f"{cluster.url}/#/experiments/{asha.id}")
+    expect(page.locator("#chart li.series")).to_have_count(4)
+    assert len(held) == 1  # asked, and still unanswered while the curves are drawn
+    expect(page.locator("#scatter button.point")).to_have_count(0)
+    page.locator("#experiment-tabs a[data-tab='trials']").click()
+    expect(page.locator("#trials-loading")).to_be_visible()
+    for route in held:
+        route.continue_()
+    expect(page.locator("#trials tbody tr")).to_have_count(4)
+    expect(page.locator("#trials-loading")).to_have_count(0)
+    page.locator("#experiment-tabs a[data-tab='overview']").click()
+    expect(page.locator("#scatter button.point")).to_have_count(4)
+    page.unroute(trials_list)
+
+
 @pytest.fixture(params=[390, 1400], ids=["390px", "1400px"])
 def sized(request: pytest.FixtureRequest, browser: Browser) -> Iterator[Page]:
     """A tab with a phone (390 px) or desktop (1400 px) viewport."""

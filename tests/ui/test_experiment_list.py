@@ -230,9 +230,32 @@ def test_columns_sort_and_paging(page: Page, listed: ListMaster, artifacts: Path
     expect_rows(page, descending)
     page.reload()
     expect_rows(page, descending)
-    expect(page.locator("th[data-col='validation.validation_loss.min']")).to_have_attribute(
-        "aria-sort", "descending"
+    header = page.locator("th[data-col='validation.validation_loss.min']")
+    expect(header).to_have_attribute("aria-sort", "descending")
+    # Exactly one arrow on the sorted header (its text plus what CSS draws after it), none on
+    # the others, and every other header says it is not sorted.
+    assert arrows(header) == "\u25bc"
+    expect(page.locator("th[data-col='hp.lr']")).to_have_attribute("aria-sort", "none")
+    assert arrows(page.locator("th[data-col='hp.lr']")) == ""
+    page.get_by_role("button", name="Sort by validation_loss (min)", exact=True).click()
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    assert arrows(header) == "\u25b2"
+    assert page.locator("#experiments th[aria-sort='ascending']").count() == 1
+    assert page.locator("#experiments th[aria-sort='descending']").count() == 0
+
+
+def arrows(header: Any) -> str:
+    """The sort arrows a header shows: those in its text and the one CSS adds after its
+    button (``::after``), in order."""
+    shown: str = header.evaluate(
+        """th => {
+            const b = th.querySelector("button");
+            const after = getComputedStyle(b, "::after").content;
+            const extra = after && after !== "none" && after !== "normal" ? JSON.parse(after) : "";
+            return th.textContent + extra;
+        }"""
     )
+    return "".join(ch for ch in shown if ch in "\u25b2\u25bc")
 
 
 def test_saved_views_live_in_the_users_settings(

@@ -149,6 +149,17 @@ def test_scatter_matrix_and_heat_map_hold_the_trials(
         assert float(point.get_attribute("data-x") or "nan") == t["hparams"]["lr"]
         assert float(point.get_attribute("data-y") or "nan") == t["searcherMetricValue"]
         assert point.get_attribute("data-color") == trial_color(t["id"])
+    # lr is a log axis: its minor ticks are unlabelled, never the en dash of a missing value,
+    # and what is labelled is a number.
+    plot = page.locator("#scatter-matrix figure[data-key='lr|metric'] .uplot")
+    expect(plot).to_have_attribute("data-x-ticks", re.compile(r"\["))
+    for key in ("data-x-ticks", "data-y-ticks"):
+        labels = json.loads(plot.get_attribute(key) or "[]")
+        assert "\u2013" not in labels, (key, labels)
+        assert any(labels), (key, labels)
+        for label in labels:
+            if label:
+                float(label)  # a number, as fmt writes it
 
     expect(page.locator("#heat-x")).to_have_value("lr")
     expect(page.locator("#heat-y")).to_have_value("batch_size")

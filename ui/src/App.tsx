@@ -1,9 +1,10 @@
-// The shell: skip link, header (nav, who is signed in, theme toggle, sign out), the page in
+// The shell: skip link, header (nav, Admin for admins, who is signed in, theme toggle, sign out), the page in
 // <main>, and a toast region. Signed out, every address shows the sign-in page.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Link, Navigate, NavigationType, Route, Routes, useLocation, useNavigate, useNavigationType } from "react-router-dom";
 import * as api from "./api";
 import { isAbort, ShellContext, type Shell } from "./app";
+import { AdminPage } from "./pages/Admin";
 import { ClusterPage } from "./pages/Cluster";
 import { ComparePage } from "./pages/Compare";
 import { ExperimentPage } from "./pages/Experiment";
@@ -41,8 +42,19 @@ export function App() {
   const mainRef = useRef<HTMLElement>(null);
   const [theme, setTheme] = useState<Theme>(initialTheme);
   const [toastText, setToastText] = useState("");
-  const [, setSession] = useState(0);  // bumped on sign-in and sign-out
+  const [session, setSession] = useState(0);  // bumped on sign-in and sign-out
+  const [admin, setAdmin] = useState(false);  // whether the signed-in user is an admin (GET /me)
   const signedIn = Boolean(api.token());
+
+  // The Admin link shows for admins only (the page itself tells anyone else it is theirs).
+  useEffect(() => {
+    if (!signedIn) { setAdmin(false); return undefined; }
+    const controller = new AbortController();
+    api.get<{ user: { admin?: boolean } }>("/me", controller.signal)
+      .then((answer) => setAdmin(Boolean(answer.user.admin)))
+      .catch(() => { if (!controller.signal.aborted) setAdmin(false); });
+    return () => controller.abort();
+  }, [signedIn, session]);
 
   useEffect(() => {
     document.documentElement.dataset.theme = theme;
@@ -106,6 +118,8 @@ export function App() {
                 aria-current={signedIn && pattern.test(location.pathname) ? "page" : undefined}>{label}</Link>
             ))}
           </nav>
+          <Link id="nav-admin" to="/admin/users" hidden={!signedIn || !admin}
+            aria-current={signedIn && location.pathname.startsWith("/admin") ? "page" : undefined}>Admin</Link>
           <span className="spacer" />
           <span id="who" aria-live="polite">{signedIn ? `Signed in as ${api.username()}` : ""}</span>
           <Link id="nav-settings" to="/settings" hidden={!signedIn}
@@ -136,6 +150,7 @@ export function App() {
               <Route path="/models" element={<ModelsPage />} />
               <Route path="/models/:name" element={<ModelPage />} />
               <Route path="/jobs" element={<JobsPage />} />
+              <Route path="/admin/:section?" element={<AdminPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Routes>
           )}

@@ -13,7 +13,7 @@ import uPlot from "uplot";
 import { fmt, si } from "../format";
 import { useTheme } from "../theme";
 import { prefixed } from "../units";
-import { axis, heightFor, zoomedIn } from "./chartTheme";
+import { axis, heightFor, tickLabels, zoomedIn } from "./chartTheme";
 import { faint } from "./smoothing";
 import { useWidth } from "./useWidth";
 
@@ -170,7 +170,7 @@ export function LineChart({ lines, xLabel, yLabel, unit = "", axisLabel, log = f
         axis(xLabel),
         axis(axisTitle, {
           size: 64,
-          ...(prefixed(unit) ? { values: (_u: uPlot, splits: number[]) => splits.map((v) => si(v)) } : {}),
+          ...(prefixed(unit) ? { values: (_u: uPlot, splits: number[]) => tickLabels(splits, si) } : {}),
         }),
       ],
       series: [

@@ -1,13 +1,15 @@
 // A scatter of one point per trial (a hyperparameter against a metric): uPlot draws the axes and
 // grid on canvas; each point is a real <button class="point" data-trial-id data-color> placed
 // over it, so points are focusable, named (aria-label), and open the trial on click or Enter.
-// A trial's point has the same colour as its line in the learning curves.
+// A trial's point has the same colour as its line in the learning curves. The plot's root
+// carries the tick labels uPlot drew last (data-x-ticks, data-y-ticks: JSON lists, "" for an
+// unlabelled minor tick of a log axis), the DOM twin of the canvas' axes.
 import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
 import { trialColor } from "../colors";
 import { fmt } from "../format";
 import { useTheme } from "../theme";
-import { axis, heightFor } from "./chartTheme";
+import { axis, heightFor, tickLabels } from "./chartTheme";
 import { useWidth } from "./useWidth";
 
 export interface Point { id: number; label: string; x: number; y: number }
@@ -50,7 +52,15 @@ export function ScatterChart({ points, xLabel, yLabel, axisLabel, logX = false, 
       const d = hi > lo ? (hi - lo) * 0.08 : Math.abs(lo) * 0.1 || 1;
       return [lo - d, hi + d];
     };
+    // The labels each axis was last given, written on the root after every draw.
+    const ticks: [string[], string[]] = [[], []];
+    const labelled = (i: 0 | 1) => (_u: uPlot, splits: number[]): string[] => {
+      ticks[i] = tickLabels(splits, fmt);
+      return ticks[i];
+    };
     const place = (u: uPlot): void => {
+      u.root.dataset.xTicks = JSON.stringify(ticks[0]);
+      u.root.dataset.yTicks = JSON.stringify(ticks[1]);
       setPlaced(ptsRef.current.map((p) => ({ left: u.valToPos(p.x, "x"), top: u.valToPos(p.y, "y") })));
     };
     const plot = new uPlot({
@@ -62,7 +72,10 @@ export function ScatterChart({ points, xLabel, yLabel, axisLabel, logX = false, 
         x: useLog ? { time: false, distr: 3, log: 10 } : { time: false, range: (_u, lo, hi) => pad(lo, hi) },
         y: { range: (_u, lo, hi) => pad(lo, hi) },
       },
-      axes: [axis(useLog ? `${xLabel} (log)` : xLabel), axis(axisLabel ?? yLabel, { size: 64 })],
+      axes: [
+        axis(useLog ? `${xLabel} (log)` : xLabel, { values: labelled(0) }),
+        axis(axisLabel ?? yLabel, { size: 64, values: labelled(1) }),
+      ],
       series: [{}, { paths: () => null, points: { show: false } }],
       hooks: { draw: [place] },
     }, data, node);

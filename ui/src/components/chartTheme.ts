@@ -24,9 +24,16 @@ export function axis(label: string, extra: Partial<uPlot.Axis> = {}): uPlot.Axis
     labelFont: LABEL_FONT,
     grid: { stroke: line, width: 1, dash: [2, 3] },
     ticks: { stroke: line, width: 1 },
-    values: (_u: uPlot, splits: number[]) => splits.map((v) => fmt(v)),
+    values: (_u: uPlot, splits: number[]) => tickLabels(splits, fmt),
     ...extra,
   };
+}
+
+/** Tick labels for uPlot's splits. On a log axis uPlot's filter hands the minor ticks it leaves
+ * unlabelled as null (the splits are typed number[], but are not): those get no label, never
+ * fmt's "–" for a missing value. */
+export function tickLabels(splits: (number | null)[], format: (v: number) => string): string[] {
+  return splits.map((v) => (v === null || !Number.isFinite(v) ? "" : format(v)));
 }
 
 /** Whether `[min, max]` shows less than the whole `[lo, hi]` (the user zoomed in). */

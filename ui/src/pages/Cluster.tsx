@@ -1,11 +1,12 @@
 // #/cluster: resource pools, then the agents and their slots with what runs on each (or the
 // Slurm partitions / PBS queues when the master uses a batch system), and the job queue by
-// priority.
+// priority. Usage over time (slot-hours per day) sits under the pools (components/UsageChart).
 import { useState } from "react";
 import { Link } from "react-router-dom";
 import * as api from "../api";
 import { usePoll } from "../app";
 import { Table, useTitle } from "../components/common";
+import { UsageChart } from "../components/UsageChart";
 import { short, when } from "../format";
 
 /** The batch systems whose pools are the system's own (by the pools' scheduler type). */
@@ -89,6 +90,9 @@ export function ClusterPage() {
       <p id="slurm-note" className="muted" hidden={!batch}>
         {batch ? `This master runs its trials as ${batch.system} batch jobs: each resource pool above is ${batch.what}, and ${batch.system} places the jobs on its nodes.` : ""}
       </p>
+      <h2 id="usage-title">Usage over time</h2>
+      <p className="muted">Slot-hours allocated per day (UTC) over the last 30 days, every pool together.</p>
+      <UsageChart days={30} />
       <div id="agents-section" hidden={Boolean(batch) && agents.length === 0}>
         <h2 id="agents-title">Agents</h2>
         <Table id="agents" labelledBy="agents-title" columns={["Agent", "Pool", "Enabled", "Slots", "Registered"]}>

@@ -1,8 +1,11 @@
 // #/experiments/ID[/TAB]: the error banner of a failed run first, summary, actions and editing
 // (name, description, labels), then tabs kept in the address: Overview (learning curves and
 // the scatter), Trials (sort and filter), Hyperparameters (parallel coordinates, scatter matrix, heat map), Checkpoints, Code, Config, Notes.
-// The experiment and its trials are polled here (the tabs read them); polling stops once the
-// experiment has ended and was read (it changes no more).
+// The experiment and its trials are polled here (the tabs read them), both requests at once:
+// the page and the Overview (whose chart reads the series) show as soon as the experiment is
+// known, without waiting for the trials list, which costs the master far more on a big search.
+// Polling stops once the experiment has ended and its trials were read ended too (they change
+// no more).
 import { useState } from "react";
 import { Link, useLocation, useParams } from "react-router-dom";
 import * as api from "../api";
@@ -28,34 +31,54 @@ export const TABS: [string, string][] = [
 /** The experiment as this page reads it (fields the shared wire type leaves out). */
 type Full = Experiment & { description?: string | null; notes?: string };
 
+/** Trials read per poll (the page's tables and charts show at most these). */
+const TRIALS_LIMIT = 1000;
+
+/** Whether trials read beside an ended experiment are its final ones: every trial it counts
+ * (or the most the page reads) is there and ended. */
+function settled(trials: Trial[], e: Full): boolean {
+  return trials.length >= Math.min(e.numTrials ?? 0, TRIALS_LIMIT) && trials.every((t) => isTerminal(t.state));
+}
+
 export function ExperimentPage() {
   const { id } = useParams();
   return <ExperimentView key={id} id={Number(id)} />;
 }
 
-interface Loaded { e: Full; trials: Trial[] }
-
 function ExperimentView({ id }: { id: number }) {
   const { tab = "" } = useParams();
   const location = useLocation();
-  const [loaded, setLoaded] = useState<Loaded | null>(null);
+  const [e, setE] = useState<Full | null>(null);
+  const [trialList, setTrials] = useState<Trial[] | null>(null);  // null until first read
   const [missing, setMissing] = useState(false);
   const [editing, setEditing] = useState(false);
 
-  const e = loaded?.e;
   const searcherMetric = e ? (e.searcherMetric || e.config?.searcher?.metric || "") : "";
   useTitle(e ? `${e.name} · Stalwart` : `Experiment ${id} · Stalwart`);
 
   const refresh = usePoll(async (signal) => {
-    const found = await api.get<{ experiment: Full }>(`/experiments/${id}`, signal).catch((err: unknown) => {
+    const readTrials = () => api.get<{ trials?: Trial[] }>(`/experiments/${id}/trials?limit=${TRIALS_LIMIT}`, signal);
+    const experiment = api.get<{ experiment: Full }>(`/experiments/${id}`, signal).catch((err: unknown) => {
       if (isApiError(err, 404)) return null;
       throw err;
     });
+    const trials = readTrials();
+    trials.catch(() => undefined);  // awaited below unless the experiment is missing
+    const found = await experiment;
     if (found === null) { setMissing(true); return false; }  // nothing to poll for
-    const trialsData = await api.get<{ trials?: Trial[] }>(`/experiments/${id}/trials?limit=1000`, signal);
     if (signal.aborted) return;
-    setLoaded({ e: found.experiment, trials: trialsData.trials ?? [] });
-    return !isTerminal(found.experiment.state);  // an ended experiment changes no more
+    setE(found.experiment);  // the page and its Overview (the series) go on without the trials
+    let read = (await trials).trials ?? [];
+    if (signal.aborted) return;
+    const ended = isTerminal(found.experiment.state);
+    // The trials were read beside the experiment, so maybe just before it ended: when they do
+    // not all show ended, read them once more (the experiment had ended by now) and stop.
+    if (ended && !settled(read, found.experiment)) {
+      read = (await readTrials()).trials ?? [];
+      if (signal.aborted) return;
+    }
+    setTrials(read);
+    return !ended;  // an ended experiment changes no more
   }, String(id));
 
   if (missing) {
@@ -67,7 +90,7 @@ function ExperimentView({ id }: { id: number }) {
       </>
     );
   }
-  const trials = loaded?.trials ?? [];
+  const trials = trialList ?? [];
   const ended = e ? isTerminal(e.state) : false;
   const errored = trials.filter((t) => short(t.state) === "ERROR").length;  // the banner is read again when it grows
   const known = TABS.some(([path]) => path === tab);
@@ -99,7 +122,7 @@ function ExperimentView({ id }: { id: number }) {
       )}
       {e && editing && (
         <EditExperiment e={e} cancel={() => setEditing(false)}
-          done={(saved) => { setLoaded({ e: saved, trials }); setEditing(false); refresh(); }} />
+          done={(saved) => { setE(saved); setEditing(false); refresh(); }} />
       )}
 
       <nav className="tabs" aria-label="Experiment sections" id="experiment-tabs">
@@ -108,9 +131,10 @@ function ExperimentView({ id }: { id: number }) {
         ))}
       </nav>
       {!known && <p className="empty" id="tab-missing">There is no &ldquo;{tab}&rdquo; section. <Link to={to("")}>Go to the overview</Link></p>}
-      {e && tab === "" && <Overview id={id} trials={trials} searcherMetric={searcherMetric} ended={ended} />}
-      {e && tab === "trials" && <TrialsTab trials={trials} searcherMetric={searcherMetric} />}
-      {e && tab === "hyperparameters" && (
+      {e && tab === "" && <Overview id={id} trials={trials} numTrials={e.numTrials ?? trials.length} searcherMetric={searcherMetric} ended={ended} />}
+      {e && trialList === null && (tab === "trials" || tab === "hyperparameters") && <p className="empty" id="trials-loading">Reading the trials…</p>}
+      {e && trialList !== null && tab === "trials" && <TrialsTab trials={trials} searcherMetric={searcherMetric} />}
+      {e && trialList !== null && tab === "hyperparameters" && (
         <HyperparametersTab trials={trials} searcherMetric={searcherMetric} smallerIsBetter={e.config?.searcher?.smaller_is_better ?? true} config={e.config} />
       )}
       {e && tab === "checkpoints" && (
@@ -121,7 +145,7 @@ function ExperimentView({ id }: { id: number }) {
       )}
       {e && tab === "code" && <CodeTab id={id} />}
       {e && tab === "config" && <ConfigTab e={e} />}
-      {e && tab === "notes" && <NotesTab e={e} saved={(saved) => { setLoaded({ e: saved, trials }); refresh(); }} />}
+      {e && tab === "notes" && <NotesTab e={e} saved={(saved) => { setE(saved); refresh(); }} />}
     </>
   );
 }

@@ -269,7 +269,7 @@ export function ExperimentsPage({ projectId }: { projectId?: number } = {}) {
                   <th key={c} scope="col" data-col={c} aria-sort={sorted ? (sortDesc ? "descending" : "ascending") : "none"}>
                     <button type="button" className="sort" onClick={() => sortBy(c)}
                       aria-label={`Sort by ${heading(c)}${sorted && !sortDesc ? ", descending" : ""}`}>
-                      {heading(c)}{sorted ? (sortDesc ? " ▼" : " ▲") : ""}
+                      {heading(c)}
                     </button>
                   </th>
                 );

@@ -14,8 +14,10 @@ import type { MetricNames, SeriesAnswer, Trial } from "../../wire";
 /** Points per trial asked of the server: fewer per line when many trials share a chart. */
 export const pointsPerTrial = (trials: number): number => Math.max(100, Math.min(1000, Math.floor(20000 / Math.max(trials, 1))));
 
-/** Shown once the experiment and its trials were read (`searcherMetric` is then known). */
-export function Overview({ id, trials, searcherMetric, ended }: { id: number; trials: Trial[]; searcherMetric: string; ended: boolean }) {
+/** Shown once the experiment was read (`searcherMetric` and `numTrials` are then known), before
+ * its trials list arrives: the curves need only the experiment, the scatter fills in with the
+ * trials. */
+export function Overview({ id, trials, numTrials, searcherMetric, ended }: { id: number; trials: Trial[]; numTrials: number; searcherMetric: string; ended: boolean }) {
   const navigate = useNavigate();
   const [query, setQuery] = useHashQuery((q) => {
     setGroup(q.get("group") || "validation");
@@ -32,6 +34,7 @@ export function Overview({ id, trials, searcherMetric, ended }: { id: number; tr
   const polls = useRef(0);
   const namesFor = useRef<{ group: string; trials: number } | null>(null);
   const seriesKey = useRef("");
+  const doneFor = useRef("");  // "group metric" whose series was read after the experiment ended
   const picked = metric || searcherMetric;
 
   const keep = (patch: { group?: string; metric?: string; hp?: string }): void => {
@@ -40,31 +43,46 @@ export function Overview({ id, trials, searcherMetric, ended }: { id: number; tr
 
   usePoll(async (signal) => {
     const sm = searcherMetric;
+    // The metric picked for the user below re-runs the poll (a new key): an ended experiment's
+    // series for it was read already.
+    if (ended && doneFor.current === `${group} ${metric}`) return false;
     polls.current += 1;
     // Metric names: read again when the group or the number of trials changed, while none was
     // found, and every 10th poll of a running experiment.
     let options = names ?? [];
     const stale = namesFor.current === null || namesFor.current.group !== group
-      || namesFor.current.trials !== trials.length || options.length === 0 || (!ended && polls.current % 10 === 0);
+      || namesFor.current.trials !== numTrials || options.length === 0 || (!ended && polls.current % 10 === 0);
+    const n = pointsPerTrial(numTrials);
+    const seriesOf = (m: string): Promise<SeriesAnswer> =>
+      api.get<SeriesAnswer>(`/ui/experiments/${id}/series?metric=${encodeURIComponent(m)}&group=${encodeURIComponent(group)}&maxPoints=${n}`, signal);
+    // The metric picked (or the searcher metric) is known before the names answer: its series
+    // is asked for beside them, not after (kept only if the names list it).
+    const guess = metric || (group === "validation" ? sm : "");
+    let early: Promise<SeriesAnswer> | null = null;
     if (stale) {
+      if (guess) {
+        early = seriesOf(guess);
+        early.catch(() => undefined);  // awaited below only when the guess holds
+      }
       const answer = await api.get<MetricNames>(`/ui/experiments/${id}/metric-names`, signal);
       if (signal.aborted) return;
       const found = (answer.groups ?? []).find((x) => x.group === group)?.metrics ?? [];
       options = [...new Set([...(group === "validation" && sm ? [sm] : []), ...found])];
       setNames(options);
-      namesFor.current = { group, trials: trials.length };
+      namesFor.current = { group, trials: numTrials };
     }
     const want = options.includes(metric) ? metric : (options.includes(sm) ? sm : (options[0] ?? ""));
-    if (want !== metric) setMetric(want);
     if (!want) return !ended;
-    const n = pointsPerTrial(trials.length);
-    const data = await api.get<SeriesAnswer>(`/ui/experiments/${id}/series?metric=${encodeURIComponent(want)}&group=${encodeURIComponent(group)}&maxPoints=${n}`, signal);
+    const data = await (early && want === guess ? early : seriesOf(want));
     if (signal.aborted) return;
     const key = JSON.stringify([group, want, data.trials]);
     if (key !== seriesKey.current) {  // a new chart only when the data changed (keeps the hover)
       seriesKey.current = key;
       setSeries({ key, data });
     }
+    if (ended) doneFor.current = `${group} ${want}`;
+    // Set after the series is read: the new key starts a poll, which would abort this one.
+    if (want !== metric) setMetric(want);
     return !ended;  // an ended experiment changes no more: stop polling
   }, `${group} ${metric} ${searcherMetric} ${ended}`);
 
