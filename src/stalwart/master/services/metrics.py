@@ -193,6 +193,7 @@ def _insert_reports(connection: Any, rows: list[dict[str, Any]]) -> list[int]:
     last = int(connection.exec_driver_sql("select last_insert_rowid()").scalar_one())
     return list(range(last - len(rows) + 1, last + 1))
 
+
 _SQLITE_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
