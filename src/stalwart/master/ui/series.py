@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, aliased
 
-from stalwart.master.db.tables import MetricReport
+from stalwart.master.db.tables import MetricReport, Trial
 from stalwart.master.services import metrics as metrics_svc
 from stalwart.master.services import series_store
 
@@ -127,20 +127,15 @@ def metric_names(session: Session, trial_ids: Iterable[int] | Select[Any]) -> di
 
     ``trial_ids``: ids, or a query of them (an experiment's trials). Two queries whatever the
     number of trials (up to 5,000 (trial, group) pairs; one more per 5,000): the first lists
-    each (trial, group) of the reports (a scan of the series index) with the ids of its first
-    and last live report (by step, then id: two index lookups each, as correlated subqueries);
-    the second reads those reports' metrics.
+    each (trial, group) of the reports (:func:`_groups_of`: a skip scan of the series index)
+    with the ids of its first and last live report (by step, then id: two index lookups each,
+    as correlated subqueries); the second reads those reports' metrics.
     """
     ids = trial_ids if isinstance(trial_ids, Select) else sorted(set(trial_ids))
     if not isinstance(ids, Select) and not ids:
         return {}
     r = aliased(MetricReport)
-    pairs = (
-        select(MetricReport.trial_id, MetricReport.group)
-        .where(MetricReport.trial_id.in_(ids))
-        .distinct()
-        .subquery()
-    )
+    pairs = _groups_of(ids)
 
     def end(*order: Any) -> Any:
         return (
@@ -167,6 +162,36 @@ def metric_names(session: Session, trial_ids: Iterable[int] | Select[Any]) -> di
         for group, metrics in session.execute(query):
             names[group].update(name for name, _ in flatten(metrics or {}))
     return {group: sorted(found) for group, found in sorted(names.items())}
+
+
+def _groups_of(ids: Sequence[int] | Select[Any]) -> Any:
+    """``(trial_id, group)`` of each group the trials reported, as a subquery: a skip scan of
+    the series index (each trial's first group, then the next group after it, one index seek
+    each, in a recursive query), not a read of every report's index entry (a million of them
+    for a search of 100 trials x 10,000 reports)."""
+    m = aliased(MetricReport)
+
+    def next_group(trial_id: Any, after: Any | None) -> Any:
+        query = select(m.group).where(m.trial_id == trial_id)
+        if after is not None:
+            query = query.where(m.group > after)
+        return query.order_by(m.group).limit(1).scalar_subquery()
+
+    found = (
+        select(Trial.id.label("trial_id"), next_group(Trial.id, None).label("grp"))
+        .where(Trial.id.in_(ids))
+        .cte("trial_groups", recursive=True)
+    )
+    found = found.union_all(
+        select(found.c.trial_id, next_group(found.c.trial_id, found.c.grp)).where(
+            found.c.grp.is_not(None)
+        )
+    )
+    return (
+        select(found.c.trial_id, found.c.grp.label("group"))
+        .where(found.c.grp.is_not(None))
+        .subquery()
+    )
 
 
 @dataclass
