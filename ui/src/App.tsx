@@ -1,5 +1,5 @@
-// The shell: skip link, header (nav, Admin for admins, who is signed in, theme toggle, sign out), the page in
-// <main>, and a toast region. Signed out, every address shows the sign-in page.
+// The shell: skip link, header (nav, Admin for admins, who is signed in, theme toggle, sign out), an
+// offline banner while the master does not answer, the page in <main>, and a toast region. Signed out, every address shows the sign-in page.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Link, Navigate, NavigationType, Route, Routes, useLocation, useNavigate, useNavigationType } from "react-router-dom";
 import * as api from "./api";
@@ -44,6 +44,7 @@ export function App() {
   const [toastText, setToastText] = useState("");
   const [session, setSession] = useState(0);  // bumped on sign-in and sign-out
   const [admin, setAdmin] = useState(false);  // whether the signed-in user is an admin (GET /me)
+  const [offline, setOffline] = useState(false);  // the last call got no answer (or the browser is offline)
   const signedIn = Boolean(api.token());
 
   // The Admin link shows for admins only (the page itself tells anyone else it is theirs).
@@ -55,6 +56,15 @@ export function App() {
       .catch(() => { if (!controller.signal.aborted) setAdmin(false); });
     return () => controller.abort();
   }, [signedIn, session]);
+
+  // Offline: a call got no answer, or the browser lost its network; the next answer clears it
+  // (pages keep polling, so they recover by themselves).
+  useEffect(() => {
+    const browserOffline = (): void => setOffline(true);
+    window.addEventListener("offline", browserOffline);
+    const stop = api.onConnection((online) => setOffline(!online));
+    return () => { window.removeEventListener("offline", browserOffline); stop(); };
+  }, []);
 
   useEffect(() => {
     document.documentElement.dataset.theme = theme;
@@ -85,6 +95,7 @@ export function App() {
       return;
     }
     if (isAbort(err)) return;
+    if (err instanceof api.OfflineError) return;  // the offline banner says it, once
     console.error(err);
     toast(`Error: ${err instanceof Error ? err.message : String(err)}`);
   }, [navigate, toast]);
@@ -130,6 +141,12 @@ export function App() {
           </button>
           <button type="button" id="sign-out" hidden={!signedIn} onClick={() => void signOut()}>Sign out</button>
         </header>
+        {offline && (
+          <div id="offline-banner" className="offline" role="status">
+            Cannot reach the Stalwart master: check your network or whether the master is running.
+            Retrying; what you see may be out of date.
+          </div>
+        )}
         <main id="main" tabIndex={-1} ref={mainRef}>
           {!signedIn ? <LoginPage onSignedIn={signedInNow} /> : (
             <Routes>

@@ -11,6 +11,26 @@ export class ApiError extends Error {
   }
 }
 
+/** Raised when the master could not be reached at all (no answer: network down, master
+ * stopped); the shell shows the offline banner instead of a toast. */
+export class OfflineError extends Error {}
+
+type ConnectionListener = (online: boolean) => void;
+const connectionListeners = new Set<ConnectionListener>();
+let reachable = true;
+
+/** Be told when the master stops or starts answering (every call reports what it saw). */
+export function onConnection(listener: ConnectionListener): () => void {
+  connectionListeners.add(listener);
+  return () => { connectionListeners.delete(listener); };
+}
+
+function reached(online: boolean): void {
+  if (online === reachable) return;
+  reachable = online;
+  for (const listener of connectionListeners) listener(online);
+}
+
 export const token = (): string | null => sessionStorage.getItem(TOKEN_KEY);
 export const username = (): string => sessionStorage.getItem(USER_KEY) ?? "";
 
@@ -48,10 +68,18 @@ export async function call<T>(
 ): Promise<T> {
   const headers = authHeaders();
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(`/api/v1${path}`, {
-    method, headers, credentials, signal,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let response: Response;
+  try {
+    response = await fetch(`/api/v1${path}`, {
+      method, headers, credentials, signal,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    reached(false);
+    throw new OfflineError(`cannot reach the Stalwart master (${err instanceof Error ? err.message : String(err)})`);
+  }
+  reached(true);
   const text = await response.text();
   let data: unknown = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
