@@ -76,16 +76,14 @@ Point = tuple[float, int, int]
 
 @dataclass
 class _Bucket:
+    """Consecutive values of a series aggregated: a rollup row being built."""
+
     count: int
     sum: float
     first: Point
     min: Point
     max: Point
     last: Point
-
-    @classmethod
-    def of(cls, point: Point) -> _Bucket:
-        return cls(1, point[0], point, point, point, point)
 
     def add(self, other: _Bucket) -> None:
         """Fold ``other`` (the values after this bucket's) into this one."""
