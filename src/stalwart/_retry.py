@@ -15,8 +15,8 @@ Contract:
 - **Methods**: with ``retry_unsafe=False`` (the SDK), a request that is not idempotent
   (POST, PATCH) is retried only when it certainly never reached the master: its connection was
   refused or never opened (:data:`UNSENT_ERRORS`). Callers whose every request is safe to repeat
-  (the harness: checkpoint reports idempotent on the UUID, metric batches deduplicated by the
-  master on :data:`RETRY_HEADER`; the agent: its sync is stateless) pass ``retry_unsafe=True``.
+  (the harness: checkpoint reports idempotent on the UUID, metric reports stored once by the
+  master however often they are sent; the agent: its sync is stateless) pass ``retry_unsafe=True``.
 - **Waits**: the n-th wait (from 0) is ``min(max_backoff_s, initial_backoff_s * 2**n)`` plus up
   to ``jitter`` (10 %); a ``Retry-After`` (seconds or an HTTP date) makes it at least that long,
   capped at ``max_retry_after_s``. A request gives up when the next wait would end past its

@@ -8,9 +8,9 @@ Contract:
   retried with capped exponential backoff until the request's deadline, by the shared
   :mod:`stalwart._retry` (:class:`RetryPolicy`, default five minutes: the master may be
   stopping or restarting). Every method is retried, so a request the master did apply may be sent
-  again: the callers' requests are idempotent (checkpoint reports, progress, acks), and a
-  retry carries :data:`RETRY_HEADER`, with which the master stores a metrics batch's reports
-  only where they are not stored yet (so a batch whose answer was lost is stored once).
+  again: the callers' requests are idempotent (checkpoint reports, progress, acks; the master
+  stores a metrics report it already has only once, so a batch whose answer was lost is stored
+  once), and a retry carries :data:`RETRY_HEADER` (the attempt number, for the master's logs).
 - Any other status >= 400 raises at once: the :mod:`stalwart.errors` class of the status
   (400 :class:`InvalidArgumentError` or :class:`FailedPreconditionError`, 401, 403, 404, 409,
   413) or :class:`MasterAPIError`, with the master's message. A deadline that passes raises

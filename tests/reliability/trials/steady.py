@@ -2,10 +2,11 @@
 
 Hyperparameters: ``steps``, ``period`` (validate and checkpoint every N steps), ``sleep`` (seconds
 per step), ``x`` (the loss is smallest at x = 0.3) and ``pid_dir``: each run writes its pid to
-``<pid_dir>/<trial id>-<run id>.pid`` before it reports anything, so a test can SIGKILL it and
-can tell afterwards which runs there were. After each acknowledged checkpoint it prints
-``checkpointed step N``; a resumed run prints ``resumed from step N``. ``stall_after`` and
-``stall_seconds``: run 1 sleeps that long after that step (a long step that reports nothing).
+``<pid_dir>/<trial id>-<run id>.pid`` (and its working directory to ``.cwd``) before it reports
+anything, so a test can SIGKILL it and can tell afterwards which runs there were and where.
+After each acknowledged checkpoint it prints ``checkpointed step N``; a resumed run prints
+``resumed from step N``. ``stall_after`` and ``stall_seconds``: run 1 sleeps that long after
+that step (a long step that reports nothing).
 """
 
 import json
@@ -31,6 +32,7 @@ def main() -> int:
     stall_seconds = float(hp.get("stall_seconds", 0))
     pid_file = Path(str(hp["pid_dir"])) / f"{info.trial.trial_id}-{run_id}.pid"
     pid_file.write_text(str(os.getpid()))
+    pid_file.with_suffix(".cwd").write_text(os.getcwd())  # where it ran: which agent's home
     with det.core.init() as ctx:
         start = 0
         if info.latest_checkpoint:

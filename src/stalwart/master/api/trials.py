@@ -341,8 +341,7 @@ def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: byt
         policy.authorize_reports(
             session, caller.user, caller.allocation_id, {i.trial_id for i in inputs}
         )
-        retried = RETRY_HEADER in request.headers  # an earlier attempt may be stored already
-        results = metrics_svc.report_metrics_many(session, inputs, retried=retried)
+        results = metrics_svc.report_metrics_many(session, inputs)  # stored once, even if resent
     for experiment_id in {r.experiment_id for r in results if r.group == metrics_svc.VALIDATION}:
         state.hints.experiment(experiment_id)
 
@@ -380,8 +379,6 @@ def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
 
 
 _EMPTY = b"{}"
-RETRY_HEADER = "x-stalwart-retry"
-"""What the harness's session sends with a retried request (``stalwart.core._client``)."""
 
 
 @router.post(

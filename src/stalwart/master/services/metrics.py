@@ -19,10 +19,11 @@ Ingest contract (:func:`report_metrics`), one small transaction per report:
 
 :func:`report_metrics_many` stores a batch of reports (any trials) the same way in one
 transaction: one run-id check per trial, one multi-row ``INSERT``, all or none. No big row is
-read or rewritten. With ``retried`` (the client says an earlier attempt of this request may have
-been stored and its answer lost), a report identical to a stored one (same trial, run, group,
-step, ``reportTime`` and metrics; the harness stamps each report's time once) is not stored
-again; reports without a ``reportTime`` are always stored. Values travel as sent: the strings
+read or rewritten. A report identical to a stored one (same trial, run, group, step,
+``reportTime`` and metrics; the harness stamps each report's time once) is not stored again, so a
+batch sent twice (a retry whose first attempt was stored, even one still in flight beside it
+when the retry arrived: the check runs under the ingest's serialization) is stored once; reports
+without a ``reportTime`` are always stored. Values travel as sent: the strings
 ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` stay strings (non-finite floats are turned into
 them), so the stored JSON is valid on every database. Latest and best validations are derived
 when read (:func:`validation_summaries`), batched for a whole page of trials.
@@ -371,15 +372,13 @@ def report_metrics(
     return report_metrics_many(session, [report])[0]
 
 
-def report_metrics_many(
-    session: Session, reports: Sequence[MetricsInput], *, retried: bool = False
-) -> list[ReportResult]:
+def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> list[ReportResult]:
     """Store reports (of any trials) in one transaction, all or none, and commit.
 
     Per trial: one run-id check that also raises ``total_batches``; per restarted run and
     group: one archive of superseded reports; then one multi-row ``INSERT``; then, for trials
     with validation reports, one conditional update of the best searcher metric value.
-    ``retried``: leave out the reports already stored (module docstring).
+    Reports already stored are left out (module docstring).
     """
     rows = [_row(report) for report in reports]
     if not rows:
@@ -414,7 +413,7 @@ def report_metrics_many(
                     rolled_back.add(trial_id)
                 if validations or others:
                     archived.add(trial_id)
-        fresh = _not_stored(connection, rows, reports) if retried else rows
+        fresh = _not_stored(connection, rows, reports)
         ids = _insert_reports(connection, fresh) if fresh else []
         # what reads use (after the insert: a rebuild reads the new rows too)
         metric_summaries.rebuild(session, rolled_back)
@@ -446,8 +445,8 @@ def report_metrics_many(
 def _not_stored(
     connection: Any, rows: list[dict[str, Any]], reports: Sequence[MetricsInput]
 ) -> list[dict[str, Any]]:
-    """The rows of a retried batch that are not stored yet (one indexed range read per trial
-    and group); rows without a client ``reportTime`` are always kept."""
+    """The rows of a batch that are not stored yet (one indexed range read per trial and group;
+    empty for new steps); rows without a client ``reportTime`` are always kept."""
     keyed = [row for row, report in zip(rows, reports, strict=True) if report.report_time]
     if not keyed:
         return rows
