@@ -14,6 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,3 +257,23 @@ def _post(
         headers={**headers, "Content-Type": "application/json"},
     )
     assert answer.status_code == 200, answer.text
+
+
+@contextmanager
+def master_with_user(home: Path, username: str, password: str) -> Iterator[str]:
+    """A real master without agents under ``home``, with one more active user (not an admin,
+    no role assignment); its address."""
+    config = home / "master.yaml"
+    config.write_text(MASTER_CONFIG)
+    cluster = LocalCluster(home=home / "home", port=free_port(), master_config=config)
+    cluster.start_master()
+    try:
+        made = httpx.post(
+            f"{cluster.url}/api/v1/users",
+            json={"user": {"username": username, "active": True}, "password": password},
+            headers=admin_headers(cluster.url),
+        )
+        assert made.status_code == 200, made.text
+        yield cluster.url
+    finally:
+        cluster.stop()

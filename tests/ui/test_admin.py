@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from stalwart.local import LocalCluster
-from tests.integration.conftest import MASTER_CONFIG, free_port
-from tests.ui.conftest import admin_headers, sign_in
+from tests.ui.conftest import admin_headers, master_with_user, sign_in
 from tests.ui.test_org import sign_in_as
 
 if TYPE_CHECKING:
@@ -35,21 +33,8 @@ PLAIN_PASSWORD = "plain-pass-1"
 @pytest.fixture(scope="module")
 def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real master without agents, with a user who is not an admin; its address."""
-    home = tmp_path_factory.mktemp("ui-admin")
-    config = home / "master.yaml"
-    config.write_text(MASTER_CONFIG)
-    cluster = LocalCluster(home=home / "home", port=free_port(), master_config=config)
-    cluster.start_master()
-    try:
-        made = httpx.post(
-            f"{cluster.url}/api/v1/users",
-            json={"user": {"username": PLAIN, "active": True}, "password": PLAIN_PASSWORD},
-            headers=admin_headers(cluster.url),
-        )
-        assert made.status_code == 200, made.text
-        yield cluster.url
-    finally:
-        cluster.stop()
+    with master_with_user(tmp_path_factory.mktemp("ui-admin"), PLAIN, PLAIN_PASSWORD) as url:
+        yield url
 
 
 def login(url: str, username: str, password: str) -> httpx.Response:

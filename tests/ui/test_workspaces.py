@@ -20,9 +20,7 @@ import httpx
 import pytest
 
 from stalwart.client import Client
-from stalwart.local import LocalCluster
-from tests.integration.conftest import MASTER_CONFIG, free_port
-from tests.ui.conftest import admin_headers, sign_in
+from tests.ui.conftest import admin_headers, master_with_user, sign_in
 from tests.ui.test_org import sign_in_as
 
 if TYPE_CHECKING:
@@ -36,21 +34,10 @@ OUTSIDER_PASSWORD = "outsider-pass-1"
 def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real master without agents, with the outsider (a user with no role assignment); its
     address."""
-    home = tmp_path_factory.mktemp("ui-workspaces")
-    config = home / "master.yaml"
-    config.write_text(MASTER_CONFIG)
-    cluster = LocalCluster(home=home / "home", port=free_port(), master_config=config)
-    cluster.start_master()
-    try:
-        made = httpx.post(
-            f"{cluster.url}/api/v1/users",
-            json={"user": {"username": OUTSIDER, "active": True}, "password": OUTSIDER_PASSWORD},
-            headers=admin_headers(cluster.url),
-        )
-        assert made.status_code == 200, made.text
-        yield cluster.url
-    finally:
-        cluster.stop()
+    with master_with_user(
+        tmp_path_factory.mktemp("ui-workspaces"), OUTSIDER, OUTSIDER_PASSWORD
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
