@@ -6,17 +6,14 @@ import threading
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
 from stalwart.master.app import create_app, open_state
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine
-from stalwart.master.db.tables import User
-from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, lock_validations, report_metrics_many
-from stalwart.master.services.tasks import create_trial, start_allocation
 from stalwart.master.settings import MasterSettings
 from tests.master.conftest import login
+from tests.master.running_trials import running_trials
 from tests.master.test_experiments_api import new_experiment
 
 
@@ -62,20 +59,7 @@ def test_validation_inserts_of_one_experiment_commit_in_id_order(
     visible out of order (which would make the searcher skip one)."""
     state = open_state(_settings(tmp_path / "home", pg_url))
     try:
-        with state.sessions() as session:
-            admin = session.scalars(select(User).where(User.username == "admin")).one()
-            exp = create_experiment(
-                session,
-                state.settings,
-                admin,
-                config_text="entrypoint: python3 t.py\nsearcher: {name: single, metric: loss}\n",
-                model_definition=[],
-                activate=True,
-            ).experiment
-            trial = create_trial(session, exp, hparams={}, seed=1)
-            start_allocation(session, trial.task_id, slots=1)
-            session.commit()
-            exp_id, trial_id = exp.id, trial.id
+        exp_id, (trial_id,) = running_trials(state, 1, activate=True)
         holder = state.sessions()
         lock_validations(holder, [exp_id])  # an open ingest transaction of this experiment
         done = threading.Event()
