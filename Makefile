@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[master,dev,torch,deepspeed,notebook,tensorboard]'
+	$(BIN)/python -m pip install --quiet -e '.[master,dev,dataframe,torch,deepspeed,notebook,tensorboard]'
 	touch $(STAMP)
 
 install: $(STAMP)

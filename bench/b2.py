@@ -15,6 +15,10 @@ A *point* is one metric value; every report carries 10 metrics (``m0``..``m9``).
 - ``read_back``: the whole series back: ``GET /api/v1/trials/metrics/trial_metrics`` (the SDK's
   ``trial.iter_metrics``, NDJSON) against ``get_metric_history`` for each of the 10 keys.
   Target < 1 s for 1,000,000 points.
+- ``dataframe``: the whole series as one pandas DataFrame (a row per report, a column per
+  metric): the SDK's ``trial.metrics_dataframe()`` (Arrow IPC from
+  ``GET /api/v1/trials/metrics/arrow``) against ``get_metric_history`` of the 10 keys made into
+  a DataFrame; the median of three reads. Target < 0.5 s for 1,000,000 points.
 - ``chart_series``: one metric downsampled to 1,000 points, as a chart loads it (p50 of 20
   requests): ``GET /api/v1/trials/{id}/metrics/series?metric=m0&maxPoints=1000`` against the
   MLflow UI's ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk-interval`` (``max_results``
@@ -38,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -66,6 +71,7 @@ from bench.harness import (
     _trial_env,
 )
 from bench.sidebyside import format_table, ratio_text
+from stalwart.client import Client
 from stalwart.core import TaskEnv
 from stalwart.core._context import build_context
 from stalwart.master.db import migrate
@@ -90,6 +96,8 @@ CHART_POINTS = 1000
 CHART_REQUESTS = 20
 INGEST_TARGET = 100_000.0
 READ_TARGET_S = 1.0
+FRAME_TARGET_S = 0.5
+FRAME_READS = 3
 CHART_TARGET_MS = 100.0
 PEER_SCRIPT = Path(__file__).resolve().parent / "peers" / "mlflow_metrics.py"
 
@@ -152,6 +160,24 @@ def _read_back(client: HttpClient, trial_id: int) -> tuple[float, int]:
     return took, points
 
 
+def _dataframe(port: int, home: Path, trial_id: int, points: int) -> list[float]:
+    """Seconds for each of :data:`FRAME_READS` reads of the trial's training metrics into a
+    pandas DataFrame through the SDK (HTTP, Arrow IPC, ``to_pandas``)."""
+    took = []
+    with Client(
+        f"http://127.0.0.1:{port}", "admin", "", config_dir=home / "sdk", environ={}
+    ) as client:
+        trial = client.get_trial(trial_id)
+        for _ in range(FRAME_READS):
+            started = time.perf_counter()
+            frame = trial.metrics_dataframe()
+            took.append(time.perf_counter() - started)
+            held = int(frame.shape[0]) * (int(frame.shape[1]) - 4)  # less the fixed columns
+            if held != points:
+                raise BenchError(f"the DataFrame holds {held} of {points} points")
+    return took
+
+
 def _chart(client: HttpClient, trial_id: int) -> dict[str, float]:
     samples = []
     path = f"/api/v1/trials/{trial_id}/metrics/series?metric=m0&maxPoints={CHART_POINTS}"
@@ -189,6 +215,7 @@ def _stalwart(engine: Engine, home: Path, points: int, trial_points: int) -> dic
         read_s, read_points = _read_back(client, env.trial.trial_id)
         if read_points != points:
             raise BenchError(f"read back {read_points} of {points} points")
+        frame_s = _dataframe(master.port, home, env.trial.trial_id, points)
         chart = _chart(client, env.trial.trial_id)
         client.close()
         envs = [_trial_env(engine, master.port, experiment_id) for _ in range(TRIALS)]
@@ -213,6 +240,7 @@ def _stalwart(engine: Engine, home: Path, points: int, trial_points: int) -> dic
         "trial_points": trial_points,
         "ingest_s": ingest_s,
         "read_s": read_s,
+        "frame_s": frame_s,
         "chart": chart,
         "concurrent_s": concurrent_s,
         "concurrent_stored_points": stored * METRICS_PER_REPORT,
@@ -255,6 +283,7 @@ def rates(r: dict[str, Any]) -> dict[str, float]:
     return {
         "ingest": r["points"] / r["ingest_s"],
         "read": r["points"] / r["read_s"],
+        "frame": r["points"] / statistics.median(r["frame_s"]),
         "chart": float(r["chart"]["p50_ms"]),
         "concurrent": r.get("concurrent_stored_points", TRIALS * r["trial_points"])
         / r["concurrent_s"],
@@ -285,6 +314,15 @@ def _measurements(results: dict[str, dict[str, Any]]) -> list[Measurement]:
                 r["read_s"] < READ_TARGET_S if ours else None,
                 {"points": points, "points_per_s": rate["read"]},
                 f"{points:,} points",
+            ),
+            Measurement(
+                f"{system}_dataframe",
+                statistics.median(r["frame_s"]),
+                "s",
+                f"< {FRAME_TARGET_S:g} s" if ours else None,
+                statistics.median(r["frame_s"]) < FRAME_TARGET_S if ours else None,
+                {"reads_s": r["frame_s"], "points_per_s": rate["frame"]},
+                f"{points:,} points, median of {len(r['frame_s'])}",
             ),
             Measurement(
                 f"{system}_chart_series",
@@ -319,6 +357,7 @@ def _table(results: dict[str, dict[str, Any]]) -> str:
     for label, unit, key, higher in (
         ("ingest, 1 trial", "points/s", "ingest", True),
         ("read back the whole series", "points/s", "read", True),
+        ("the whole series as a DataFrame", "points/s", "frame", True),
         (f"chart series ({CHART_POINTS} points) p50", "ms", "chart", False),
         (f"ingest, {TRIALS} trials at once", "points/s", "concurrent", True),
     ):

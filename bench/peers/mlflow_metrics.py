@@ -13,6 +13,8 @@ measures with ``MlflowClient`` against it:
 - ``ingest_s``: ``log_batch`` of N points (10 metrics ``m0``..``m9`` per step, 1,000 metrics a
   call: MLflow's limit per request) into one run, one call after another.
 - ``read_s``: ``get_metric_history`` of each of the 10 keys (the whole series).
+- ``frame_s``: the same 10 histories made into one pandas DataFrame (a row per step, a column
+  per metric), three times.
 - ``chart``: ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk-interval`` for ``m0`` with
   ``max_results`` = chart points (what MLflow's UI calls to draw a chart), timed per request.
 - ``concurrent_s``: 100 runs logging M points each at once, from ``--processes`` processes
@@ -38,6 +40,7 @@ from typing import Any
 
 METRICS_PER_STEP = 10
 BATCH = 1000  # MLflow's log_batch limit on metrics per request
+FRAME_READS = 3
 
 
 def _free_port() -> int:
@@ -143,6 +146,25 @@ def _chart(port: int, run_id: str, points: int, requests: int) -> dict[str, Any]
     }
 
 
+def _frame(client: Any, run_id: str, points: int) -> float:
+    """Seconds to read the run's 10 series into one pandas DataFrame (a row per step, a
+    column per metric), the way a notebook does with ``get_metric_history``."""
+    import pandas as pd
+
+    started = time.perf_counter()
+    columns: dict[str, Any] = {}
+    for i in range(METRICS_PER_STEP):
+        history = client.get_metric_history(run_id, f"m{i}")
+        if not columns:
+            columns["step"] = [m.step for m in history]
+        columns[f"m{i}"] = [m.value for m in history]
+    frame = pd.DataFrame(columns)
+    took = time.perf_counter() - started
+    if frame.size - len(frame) != points:
+        raise SystemExit(f"the DataFrame holds {frame.size - len(frame)} of {points} points")
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, required=True)
@@ -172,6 +194,7 @@ def main() -> None:
         read_s = time.perf_counter() - started
         if read != args.points:
             raise SystemExit(f"read back {read} of {args.points} points")
+        frame_s = [_frame(client, run_id, args.points) for _ in range(FRAME_READS)]
         chart = _chart(port, run_id, args.chart_points, args.chart_requests)
         run_ids = [client.create_run(experiment).info.run_id for _ in range(args.trials)]
         start_at = time.time() + 3.0
@@ -200,6 +223,7 @@ def main() -> None:
         "version": version("mlflow"),
         "ingest_s": ingest_s,
         "read_s": read_s,
+        "frame_s": frame_s,
         "chart": chart,
         "concurrent_s": concurrent_s,
         "concurrent_failed_batches": failed,

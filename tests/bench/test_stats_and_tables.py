@@ -69,12 +69,14 @@ def test_b2_rates_compare_systems_measured_on_different_sizes() -> None:
         "trial_points": 10_000,
         "ingest_s": 5.0,
         "read_s": 2.0,
+        "frame_s": [0.5, 0.25, 0.4],
         "chart": {"p50_ms": 12.5},
         "concurrent_s": 10.0,
     }
     assert rates(raw) == {
         "ingest": 200_000.0,
         "read": 500_000.0,
+        "frame": 2_500_000.0,  # the median read
         "chart": 12.5,
         "concurrent": TRIALS * 10_000 / 10.0,
     }

@@ -12,6 +12,7 @@ import yaml
 
 from stalwart.client.checkpoint import Checkpoint, strip_state
 from stalwart.client.errors import WaitTimeoutError
+from stalwart.client.frames import FrameLibrary, metrics_frame
 from stalwart.client.models import (
     CheckpointsResponse,
     ContinueExperimentResponse,
@@ -157,6 +158,14 @@ class Experiment(NamedRecord[V1Experiment]):
         path = f"/api/v1/experiments/{self.id}/trials"
         found = self._session.get(path, GetExperimentTrialsResponse, {"sortBy": "SORT_BY_ID"})
         return [Trial(self._session, t) for t in found.trials]
+
+    def metrics_dataframe(
+        self, group: str = "training", *, library: FrameLibrary = "pandas"
+    ) -> Any:
+        """Every trial's reports of one metrics group as one DataFrame, trial by trial (column
+        ``trial_id``; see :mod:`stalwart.client.frames`; needs ``stalwart[dataframe]``)."""
+        path = f"/api/v1/experiments/{self.id}/metrics/arrow"
+        return metrics_frame(self._session, path, {"group": group}, library)
 
     def checkpoints(
         self,

@@ -247,6 +247,10 @@ class Session:
         """GET ``path``; the answer as text (CSV exports)."""
         return self._authorized("GET", path, params=params).text
 
+    def content(self, path: str, params: Params | None = None) -> bytes:
+        """GET ``path``; the answer's bytes (Arrow IPC streams)."""
+        return self._authorized("GET", path, params=params).content
+
     def post(self, path: str, body: Any = None) -> Any:
         """POST a JSON body (``{}`` when None); the decoded answer."""
         return self.request("POST", path, body={} if body is None else body)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stalwart.client.checkpoint import Checkpoint, strip_state
+from stalwart.client.frames import FrameLibrary, metrics_frame
 from stalwart.client.models import (
     CheckpointsResponse,
     GetTrialResponse,
@@ -100,6 +101,14 @@ class Trial:
             "/api/v1/trials/metrics/trial_metrics", params, follow=False
         ):
             yield from MetricsReportsResponse.model_validate(item).metrics
+
+    def metrics_dataframe(
+        self, group: str = "training", *, library: FrameLibrary = "pandas"
+    ) -> Any:
+        """Every report of one metrics group as one DataFrame: a row per report, a column per
+        metric (see :mod:`stalwart.client.frames`; needs ``stalwart[dataframe]``)."""
+        params = {"trialIds": self.id, "group": group}
+        return metrics_frame(self._session, "/api/v1/trials/metrics/arrow", params, library)
 
     def workloads(self) -> list[WorkloadContainer]:
         """Training, validation and checkpoint workloads, merged by batch as the CLI shows."""

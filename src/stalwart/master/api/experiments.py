@@ -40,7 +40,7 @@ from stalwart.master.api.models.experiments import (
 )
 from stalwart.master.api.models.trials import GetExperimentTrialsResponse, TrialSortBy
 from stalwart.master.api.models.users import OrderBy
-from stalwart.master.api.trials import trial_to_wire
+from stalwart.master.api.trials import arrow_response, trial_to_wire
 from stalwart.master.api.wire.experiments import experiment_to_wire
 from stalwart.master.db.tables import Experiment, Project, Workspace
 from stalwart.master.redact import collect_secrets, redact_archive, redact_config
@@ -50,6 +50,7 @@ from stalwart.master.searcher.preview import preview_search
 from stalwart.master.services import agents as agent_service
 from stalwart.master.services import experiment_columns as columns
 from stalwart.master.services import experiments as svc
+from stalwart.master.services import metric_tables
 from stalwart.master.services import unmanaged as unmanaged_svc
 from stalwart.master.services.checkpoint_files import set_gc_policy
 from stalwart.master.services.experiment_config import typed_config_of
@@ -541,6 +542,21 @@ def best_searcher_validation_metric(
     return BestSearcherValidationMetricResponse(
         metric=svc.best_searcher_metric(session, experiment_id)
     )
+
+
+@router.get(
+    "/experiments/{experiment_id}/metrics/arrow",
+    response_class=Response,
+    responses={200: {"content": {metric_tables.ARROW_STREAM: {}}}},
+)
+def get_experiment_metrics_arrow(
+    experiment_id: int, group: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> Response:
+    """Every trial's reports of one group as an Apache Arrow IPC stream, trial by trial (the
+    columns of ``GET /api/v1/trials/metrics/arrow``)."""
+    svc.get_experiment(session, experiment_id)
+    trial_ids = metric_tables.experiment_trial_ids(session, experiment_id)
+    return arrow_response(state, session, trial_ids, group)
 
 
 @router.get("/experiments/{experiment_id}/trials", response_model=GetExperimentTrialsResponse)

@@ -48,11 +48,12 @@ from stalwart.master.api.models.trials import (
 from stalwart.master.api.models.users import OrderBy
 from stalwart.master.db.tables import Checkpoint, MetricReport
 from stalwart.master.services import experiments as state_actions
+from stalwart.master.services import metric_tables
 from stalwart.master.services import metrics as metrics_svc
 from stalwart.master.services import trials as svc
 from stalwart.master.state import MasterState
 
-__all__ = ["metrics_report_to_wire", "router", "trial_to_wire"]
+__all__ = ["arrow_response", "metrics_report_to_wire", "router", "trial_to_wire"]
 
 router = APIRouter(tags=["trials"])
 
@@ -225,6 +226,31 @@ def get_metrics(
 ) -> StreamingResponse:
     """Stream the trials' reports of one metrics group (``trial.iter_metrics`` in the SDK)."""
     return _stream(state, session, trial_ids, group)
+
+
+@router.get(
+    "/trials/metrics/arrow",
+    response_class=Response,
+    responses={200: {"content": {metric_tables.ARROW_STREAM: {}}}},
+)
+def get_metrics_arrow(
+    trial_ids: TrialIdsQuery, group: str, _caller: CallerDep, session: SessionDep, state: StateDep
+) -> Response:
+    """The trials' reports of one group as an Apache Arrow IPC stream: one row per report, one
+    column per metric (Stalwart's columnar export; the SDK's ``metrics_dataframe``)."""
+    return arrow_response(state, session, trial_ids, group)
+
+
+def arrow_response(
+    state: MasterState, session: Session, trial_ids: list[int], group: str
+) -> Response:
+    """:func:`metric_tables.metrics_table` of the trials as an Arrow IPC stream answer."""
+    if not group:
+        raise InvalidArgumentError("group is required (training, validation, or a custom one)")
+    metrics_svc.require_trials(session, trial_ids)
+    session.close()  # the table is read in short sessions of its own
+    table = metric_tables.metrics_table(state.sessions, trial_ids, group)
+    return Response(metric_tables.ipc_stream(table), media_type=metric_tables.ARROW_STREAM)
 
 
 @router.get("/trials/metrics/training_metrics")

@@ -74,12 +74,14 @@ __all__ = [
     "TRAINING",
     "VALIDATION",
     "MetricsInput",
+    "MetricsTextRow",
     "ReportResult",
     "ReportRow",
     "SeriesPoint",
     "ValidationSummary",
     "downsample_lttb",
     "ingest_lock",
+    "iter_metrics_text",
     "iter_report_rows",
     "lock_validations",
     "lttb_indices",
@@ -688,6 +690,47 @@ def iter_report_rows(
             if len(rows) < batch:
                 break
             last = rows[-1]
+
+
+MetricsTextRow = tuple[int, int, int, "str | int", str | None]
+"""A stored report for the columnar export, as the database driver answers it:
+``(trial_id, trial_run_id, steps_completed, report_time, metrics)``. ``report_time`` is the
+stored text on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC) and microseconds since the epoch
+on PostgreSQL; ``metrics`` is the stored JSON text."""
+
+_METRICS_TEXT_SQL = {
+    "sqlite": (
+        "SELECT trial_id, trial_run_id, steps_completed, report_time, metrics "
+        'FROM metric_reports WHERE trial_id = ? AND "group" = ? AND NOT archived '
+        "ORDER BY steps_completed, id"
+    ),
+    "postgresql": (
+        "SELECT trial_id, trial_run_id, steps_completed, "
+        "(extract(epoch FROM report_time) * 1000000)::bigint, metrics::text "
+        'FROM metric_reports WHERE trial_id = %s AND "group" = %s AND NOT archived '
+        "ORDER BY steps_completed, id"
+    ),
+}
+
+
+def iter_metrics_text(
+    sessions: SessionFactory, trial_ids: Sequence[int], group: str, batch: int
+) -> Iterator[list[MetricsTextRow]]:
+    """The trials' live reports of ``group``, trial by trial in step order, in lists of at
+    most ``batch`` :data:`MetricsTextRow` (no per-batch metrics, no ORM rows: one query per
+    trial on the driver's own cursor, read ``batch`` rows at a time in one read transaction),
+    for the columnar export."""
+    for trial_id in trial_ids:
+        with sessions() as session:
+            connection = session.connection()
+            sql = _METRICS_TEXT_SQL[connection.dialect.name]
+            cursor = connection.connection.cursor()
+            try:
+                cursor.execute(sql, (trial_id, group))
+                while rows := cursor.fetchmany(batch):
+                    yield typing.cast("list[MetricsTextRow]", rows)
+            finally:
+                cursor.close()
 
 
 def _cast_rows(rows: Sequence[Any]) -> list[ReportRow]:
