@@ -111,6 +111,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=["sqlite", "postgresql"],
         help="only this database, for the benchmarks that run on several (repeatable)",
     )
+    run.add_argument("--trials", type=int, help="b1: trials per system (1000; 160 with --quick)")
+    run.add_argument(
+        "--peer",
+        action="append",
+        choices=["ray_tune", "ray_tune_reuse", "optuna"],
+        help="b1: only this peer (repeatable; default: all three, without Ray's default "
+        "actor-per-trial above 1,000 trials)",
+    )
     return parser
 
 
@@ -127,12 +135,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.clients < 1:
         print("--clients must be at least 1")
         return 2
+    if args.trials is not None and args.trials < 16:
+        print("--trials must be at least 16 (b1 runs 16 at a time)")
+        return 2
     options = Options(
         quick=args.quick,
         clients=args.clients,
         workdir=args.workdir,
         keep=args.keep,
         databases=tuple(args.db) if args.db else ("sqlite", "postgresql"),
+        trials=args.trials,
+        peers=tuple(args.peer) if args.peer else None,
     )
     missed = False
     for name in args.names or list(BENCHMARKS):

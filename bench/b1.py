@@ -1,21 +1,28 @@
-"""``b1``: scheduling overhead against the peers, side by side (issue 10, B1).
+"""``b1``: scheduling overhead against the peers, side by side (issue 10, B1; issue 25).
 
 The same workload on Stalwart and on each peer, back to back in one invocation, so that the
-ratios hold on a shared machine where absolute times drift: N trials that each sleep 1 s and
-report one metric, 16 at a time (oversubscribed on purpose on a small machine), against the
-floor of N x 1 s / 16. N is 1,000 (floor 62.5 s); ``--quick`` runs 160 (floor 10 s).
+ratios hold on a shared machine where absolute times drift: N trials, each a Python trial that
+starts its framework's trial API, sleeps 1 s and reports one metric, 16 at a time
+(oversubscribed on purpose on a small machine), against the floor of N x 1 s / 16. N is 1,000
+(floor 62.5 s); ``--quick`` runs 160 (floor 10 s); ``--trials N`` any other number (10,000 is
+the shape of Ray Tune's published benchmark).
 
 - Stalwart: ``stalwart master`` + ``stalwart agent --slots 16`` on a fresh SQLite home, a random
-  search of ``sleep 1`` trials with ``max_concurrent_trials: 16`` (the ``cluster`` benchmark's
-  ``sleep_1000``). Gap = one allocation ending to the next one starting (master timestamps).
+  search with ``max_concurrent_trials: 16`` whose trial (:data:`TRIAL`) is a Python process that
+  imports the harness, opens ``core.init()``, sleeps 1 s and reports one validation metric.
 - Ray Tune, Optuna: ``bench/peers/sleep_trials.py`` in the peers' own virtual environment
   ``.cache/bench-peers``, created here from ``bench/requirements-peers.txt`` on first use (and
-  again when that file changes). See that script for each peer's setup and where its trial
-  start/end times come from.
+  again when that file changes). See that script for each peer's setup. Ray's default (a new
+  actor process per trial) is left out above 1,000 trials (it takes ten times the floor);
+  ``--peer`` picks peers.
 
-Wall time is the search alone: starting the master and agent, or Ray, is not counted (Ray's
-start-up is in the raw results). ``x Stalwart`` is the peer's overhead over the floor divided by
-Stalwart's, measured in the same invocation.
+The gap (a trial's end to the next trial's start, p50 and p99) is measured the same way on both
+sides where the peer allows it: from times the trial stamps itself (Stalwart: the script's first
+line, before any import, and after its report; Ray: the trainable's first line and its report;
+Optuna: its own start and completion times). Failed trials are counted per trial: Stalwart's
+trials that did not complete, the peers' trials that raised. Wall time is the search alone:
+starting the master and agent, or Ray, is not counted (it is in the raw results). ``x Stalwart``
+is the peer's overhead over the floor divided by Stalwart's, measured in the same invocation.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import bisect
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -31,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import _login, _sleep_trials
+from bench.cluster import _config, _create, _login, _wait
 from bench.common import (
     REPO,
     BenchError,
@@ -53,6 +61,26 @@ PEERS: tuple[str, ...] = ("ray_tune", "ray_tune_reuse", "optuna")
 PEERS_VENV = REPO / ".cache" / "bench-peers"
 PEERS_REQUIREMENTS = Path(__file__).resolve().parent / "requirements-peers.txt"
 PEER_SCRIPT = Path(__file__).resolve().parent / "peers" / "sleep_trials.py"
+DEFAULT_ACTOR_LIMIT = 1000
+"""Above this many trials Ray's default (a new actor per trial) is left out unless asked for."""
+
+TRIAL = """\
+import time
+start = time.time()  # before any import: the process start-up is in the gap, as on the peers'
+import os
+import stalwart as det
+
+info = det.get_cluster_info()
+with det.core.init() as core_context:
+    time.sleep(1.0)
+    x = float(info.trial.hparams["x"])
+    core_context.train.report_validation_metrics(steps_completed=1, metrics={"loss": x})
+    end = time.time()
+with open(os.path.join(os.environ["STAMPS"], os.environ["DET_TRIAL_ID"]), "w") as out:
+    out.write(f"{start!r} {end!r}")
+"""
+"""Stalwart's B1 trial (the Core API, as a Determined user writes it; ``import stalwart as det``
+is the harness ``import determined as det`` resolves to on Stalwart)."""
 
 
 def ensure_peers_venv() -> tuple[Path, float]:
@@ -97,28 +125,48 @@ def trial_gaps(spans: Sequence[tuple[float, float]], slots: int) -> list[float]:
 
 def _stalwart(trials: int, work: Path) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
+    stamps = work / "stamps"
+    stamps.mkdir(exist_ok=True)
     config = work / "master.yaml"
     config.write_text("cluster:\n  tick: 1.0\n")
     cluster = LocalCluster(home=work / "home", port=_free_port(), master_config=config)
+    experiment = _config("b1", "python3 trial.py", trials, SLOTS)
+    experiment += f"environment:\n  environment_variables: [STAMPS={stamps}]\n"
     try:
         started = time.monotonic()
         cluster.start_master()
         cluster.start_agent("bench", slots=SLOTS)
         client = _login(cluster.url)
         startup = time.monotonic() - started
-        wall, _, gap = _sleep_trials(cluster, client, trials, SLOTS)
+        started = time.monotonic()
+        exp_id = _create(client, experiment, {"trial.py": TRIAL})
+        state = _wait(client, exp_id, trials / SLOTS * 10 + 120)
+        wall = time.monotonic() - started
         client.close()
+        states = _trial_states(cluster.home / "master.db", exp_id)
     finally:
         cluster.stop()
-    assert wall.value is not None
+    spans = []
+    for stamp in stamps.iterdir():
+        start, end = stamp.read_text().split()
+        spans.append((float(start), float(end)))
+    gaps = trial_gaps(spans, SLOTS)
     return {
-        "wall_s": wall.value,
+        "wall_s": wall,
         "startup_s": startup,
-        "errors": 0,
-        "gap": gap.stats,
+        "experiment_state": state,
+        "errors": sum(1 for s in states if s != "COMPLETED") + max(trials - len(states), 0),
+        "stamped": len(spans),
+        "gap": latency_stats(gaps) if gaps else {},
         "version": _stalwart_version(),
-        "span_source": "allocations.start_time / end_time in the master's database",
+        "span_source": "stamped by the trial (first line, before imports; after its report)",
     }
+
+
+def _trial_states(db: Path, exp_id: int) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("select state from trials where experiment_id = ?", (exp_id,))
+        return [str(state) for (state,) in rows.fetchall()]
 
 
 def _stalwart_version() -> str:
@@ -219,16 +267,25 @@ def _print_side_by_side(trials: int, results: dict[str, dict[str, Any]]) -> None
             print("  ".join("-" * width for width in widths))
 
 
+def _peers(options: Options, trials: int) -> tuple[str, ...]:
+    if options.peers is not None:
+        return options.peers
+    if trials > DEFAULT_ACTOR_LIMIT:
+        return tuple(p for p in PEERS if p != "ray_tune")
+    return PEERS
+
+
 def run(options: Options) -> list[Measurement]:
     """Run B1 on Stalwart and then on each peer (see the module docstring)."""
     python, install_s = ensure_peers_venv()
-    trials = 160 if options.quick else 1000
+    trials = options.trials or (160 if options.quick else 1000)
+    peers = _peers(options, trials)
     work = options.workdir or Path(tempfile.mkdtemp(prefix="stalwart-bench-b1-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     measurements: list[Measurement] = []
     try:
-        for system in ("stalwart", *PEERS):
+        for system in ("stalwart", *peers):
             print(f"{NAME}: {system} ...", flush=True)
             if system == "stalwart":
                 results[system] = _stalwart(trials, work / system)
@@ -239,7 +296,7 @@ def run(options: Options) -> list[Measurement]:
         if options.workdir is None and not options.keep:
             shutil.rmtree(work, ignore_errors=True)
     base = results["stalwart"]["overhead_pct"]
-    for peer in PEERS:
+    for peer in peers:
         measurements.append(
             Measurement(
                 name=f"{peer}_overhead_ratio",

@@ -22,7 +22,10 @@ A *point* is one metric value; every report carries 10 metrics (``m0``..``m9``).
 - ``chart_series``: one metric downsampled to 1,000 points, as a chart loads it (p50 of 20
   requests): ``GET /api/v1/trials/{id}/metrics/series?metric=m0&maxPoints=1000`` against the
   MLflow UI's ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk-interval`` (``max_results``
-  1,000). Target < 100 ms.
+  1,000). Stalwart's master keeps recent answers, so its side is reported three ways: ``cold``
+  (the first request after the ingest), ``uncached`` (p50 of 20 requests each asking for a
+  different number of points, 1,000 to 1,019, which the cache cannot answer) and ``cached``
+  (p50 of 20 repeats of one request). Target < 50 ms cold and uncached (issue 25).
 - ``concurrent``: 100 trials (runs) x 10,000 points at once from 4 client processes of 25
   trials each; points stored per second over the whole, and lost writes: Stalwart reports
   missing from the database afterwards (the harness drops a batch the master refuses), MLflow
@@ -98,7 +101,7 @@ INGEST_TARGET = 100_000.0
 READ_TARGET_S = 1.0
 FRAME_TARGET_S = 0.5
 FRAME_READS = 3
-CHART_TARGET_MS = 100.0
+CHART_TARGET_MS = 50.0
 PEER_SCRIPT = Path(__file__).resolve().parent / "peers" / "mlflow_metrics.py"
 
 
@@ -178,17 +181,28 @@ def _dataframe(port: int, home: Path, trial_id: int, points: int) -> list[float]
     return took
 
 
-def _chart(client: HttpClient, trial_id: int) -> dict[str, float]:
-    samples = []
-    path = f"/api/v1/trials/{trial_id}/metrics/series?metric=m0&maxPoints={CHART_POINTS}"
-    for _ in range(CHART_REQUESTS):
+def _chart(client: HttpClient, trial_id: int) -> dict[str, Any]:
+    """The chart series request timed cold (first), uncached and cached (see the docstring)."""
+
+    def timed(points: int) -> tuple[float, bytes]:
+        path = f"/api/v1/trials/{trial_id}/metrics/series?metric=m0&maxPoints={points}"
         started = time.perf_counter()
         status, body = client.request("GET", path)
-        samples.append(time.perf_counter() - started)
+        took = time.perf_counter() - started
         if status != 200:
             raise BenchError(f"GET {path} answered HTTP {status}: {body[:300]!r}")
-    kept = len(json.loads(body)["points"])
-    return {**latency_stats(samples), "points": kept}
+        return took, body
+
+    cold, _ = timed(CHART_POINTS)
+    uncached = [timed(CHART_POINTS + 1 + i)[0] for i in range(CHART_REQUESTS)]
+    cached = [timed(CHART_POINTS) for _ in range(CHART_REQUESTS)]
+    kept = len(json.loads(cached[-1][1])["points"])
+    return {
+        **latency_stats([took for took, _ in cached]),
+        "points": kept,
+        "cold_ms": cold * 1000,
+        "uncached": latency_stats(uncached),
+    }
 
 
 def _token(port: int) -> str:
@@ -328,10 +342,12 @@ def _measurements(results: dict[str, dict[str, Any]]) -> list[Measurement]:
                 f"{system}_chart_series",
                 chart_p50,
                 "ms p50",
-                f"< {CHART_TARGET_MS:g} ms" if ours else None,
-                chart_p50 < CHART_TARGET_MS if ours else None,
+                None,
+                None,
                 r["chart"],
+                "cached on Stalwart's side (repeats of one request)" if ours else "",
             ),
+            *(_chart_uncached(r["chart"]) if ours else []),
             Measurement(
                 f"{system}_concurrent_ingest",
                 concurrent,
@@ -349,6 +365,24 @@ def _measurements(results: dict[str, dict[str, Any]]) -> list[Measurement]:
             ),
         ]
     return out
+
+
+def _chart_uncached(chart: dict[str, Any]) -> list[Measurement]:
+    """Stalwart's cold and uncached chart series, against the target."""
+    cold, uncached = float(chart["cold_ms"]), float(chart["uncached"]["p50_ms"])
+    target = f"< {CHART_TARGET_MS:g} ms"
+    return [
+        Measurement("stalwart_chart_series_cold", cold, "ms", target, cold < CHART_TARGET_MS),
+        Measurement(
+            "stalwart_chart_series_uncached",
+            uncached,
+            "ms p50",
+            target,
+            uncached < CHART_TARGET_MS,
+            chart["uncached"],
+            f"{CHART_REQUESTS} requests, each for another number of points",
+        ),
+    ]
 
 
 def _table(results: dict[str, dict[str, Any]]) -> str:

@@ -56,6 +56,10 @@ class Options:
     keep: bool = False
     databases: tuple[str, ...] = ("sqlite", "postgresql")
     """The databases of the benchmarks that run on several (``--db``)."""
+    trials: int | None = None
+    """``b1``'s number of trials per system (``--trials``; None: its default)."""
+    peers: tuple[str, ...] | None = None
+    """``b1``'s peers (``--peer``, repeatable; None: its default for the number of trials)."""
 
 
 @dataclass

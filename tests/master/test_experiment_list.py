@@ -388,7 +388,7 @@ def _get(master: Master, path: str, **headers: str) -> httpx.Response:
 
 
 def test_json_gets_carry_an_etag_and_answer_304_when_it_matches(master: Master) -> None:
-    first = _get(master, "/api/v1/experiments?limit=3")
+    first = _get(master, "/api/v1/experiments?limit=3", **{"Accept-Encoding": "identity"})
     assert first.status_code == 200
     etag = first.headers["etag"]
     assert etag.startswith('"')
@@ -413,6 +413,56 @@ def test_json_gets_carry_an_etag_and_answer_304_when_it_matches(master: Master) 
     changed = _get(master, "/api/v1/experiments?limit=3", **{"If-None-Match": etag})
     assert changed.status_code == 200
     assert changed.headers["etag"] != etag
+
+
+def test_whole_answers_are_gzipped_for_clients_that_accept_it(master: Master) -> None:
+    path = "/api/v1/experiments?limit=3"
+    plain = _get(master, path, **{"Accept-Encoding": "identity"})
+    packed = _get(master, path, **{"Accept-Encoding": "gzip, deflate"})
+    assert "content-encoding" not in plain.headers
+    assert plain.headers["vary"] == "Accept-Encoding"
+    assert packed.headers["content-encoding"] == "gzip"
+    assert packed.headers["vary"] == "Accept-Encoding"
+    assert packed.content == plain.content  # httpx decoded it
+    assert packed.num_bytes_downloaded < len(plain.content) / 3
+    assert packed.headers["etag"] == "W/" + plain.headers["etag"]  # the same body, weakly
+    again = _get(
+        master, path, **{"Accept-Encoding": "gzip", "If-None-Match": packed.headers["etag"]}
+    )
+    assert again.status_code == 304
+    refused = _get(master, path, **{"Accept-Encoding": "gzip;q=0"})
+    assert "content-encoding" not in refused.headers
+    # small answers, streams, non-text types and HEAD pass as they are
+    small = _get(master, "/api/v1/master", **{"Accept-Encoding": "gzip"})
+    assert len(small.content) < 1024
+    assert "content-encoding" not in small.headers
+    trial = _search(master, sort="id=asc")["experiments"][0]["bestTrial"]
+    logs = _get(master, f"/api/v1/trials/{trial['id']}/logs", **{"Accept-Encoding": "gzip"})
+    assert logs.status_code == 200
+    assert "content-encoding" not in logs.headers
+    arrow = _get(
+        master,
+        f"/api/v1/trials/metrics/arrow?trialIds={trial['id']}&group=validation",
+        **{"Accept-Encoding": "gzip"},
+    )
+    assert arrow.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert "content-encoding" not in arrow.headers
+    # the web UI's page and bundle, whole; a range of the bundle as it is
+    page = _get(master, "/", **{"Accept-Encoding": "gzip"})
+    script = re.search(r'src="(/ui/assets/[^"]+\.js)"', page.text)
+    assert script is not None, page.text
+    bundle = _get(master, script.group(1), **{"Accept-Encoding": "gzip"})
+    assert bundle.headers["content-encoding"] == "gzip"
+    assert bundle.num_bytes_downloaded < len(bundle.content) / 2
+    assert (
+        bundle.content == _get(master, script.group(1), **{"Accept-Encoding": "identity"}).content
+    )
+    head = master.http.head(script.group(1), headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in head.headers
+    part = _get(master, script.group(1), **{"Accept-Encoding": "gzip", "Range": "bytes=0-99"})
+    assert part.status_code == 206
+    assert "content-encoding" not in part.headers
+    assert part.content == bundle.content[:100]
 
 
 def test_no_etag_on_errors_writes_or_streams(master: Master) -> None:

@@ -65,6 +65,7 @@ from stalwart.master.api import (
     workspaces,
 )
 from stalwart.master.api.browser import SecurityHeadersMiddleware
+from stalwart.master.api.compression import CompressionMiddleware
 from stalwart.master.api.conditional import ConditionalGetMiddleware
 from stalwart.master.api.errors import install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
@@ -212,6 +213,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     app.add_middleware(ConditionalGetMiddleware)  # ETag / 304 on whole JSON GET answers
     app.add_middleware(ServerTimingMiddleware)  # outside it: a 304's time is measured too
     app.add_middleware(WireMiddleware, max_request_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(CompressionMiddleware)  # outside them: they see uncompressed bodies
     app.add_middleware(StopMiddleware, gate=gate)  # a stop answers before the app does anything
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer carries them
     app.include_router(info.info_router)
