@@ -14,6 +14,12 @@ As Determined 0.38's ``asha_stopping.go``:
 - A trial that errored or was canceled ranks last in the rung it was heading for; one with
   invalid hyperparameters is removed from every rung and does not count against ``max_trials``.
 
+State: each rung keeps every result recorded there, ``[metric, request_id]``, exited trials'
+included, because a promotion ranks a trial against all of them; the rungs are the one part of a
+searcher snapshot that grows with the trials created (at most one entry per trial and rung).
+Where each trial stands (``next_rung``) is kept for live trials only, and the counts of trials
+created and exited come from :class:`~stalwart.master.searcher.base.TrackedSearch`.
+
 Differences from Determined, on purpose: a replacement trial is created when a trial *exits*
 (Determined creates it when it sends ``Stop``, so a stopping trial and its replacement overlap
 and ``max_concurrent_trials`` is briefly exceeded); validations of a trial already stopped are
@@ -55,9 +61,12 @@ def rung_units(num_rungs: int, divisor: float, max_time: int) -> list[int]:
 
 
 class AshaBracket:
-    """One successive-halving ladder: rungs of ranked results and where each trial stands.
+    """One successive-halving ladder: rungs of ranked results and where each live trial stands.
 
     Metrics are stored "smaller is better" (the searcher negates them when bigger is better).
+    ``rungs`` keep every result ever recorded (a promotion ranks a trial against all of them,
+    exited trials included), so they grow with the trials that reached each rung; ``next_rung``
+    holds the live trials only.
     """
 
     def __init__(
@@ -110,6 +119,10 @@ class AshaBracket:
         """An errored or canceled trial ranks last in the rung it was heading for."""
         self._insert(self.next_rung[request_id], request_id, WORST_METRIC)
 
+    def exited(self, request_id: str) -> None:
+        """The trial exited: its results stay in the rungs, its place on the ladder goes."""
+        del self.next_rung[request_id]
+
     def invalid(self, request_id: str) -> None:
         """A trial with invalid hyperparameters leaves every rung."""
         for rung in range(self.next_rung[request_id] + 1):
@@ -160,7 +173,7 @@ class HalvingSearch(TrackedSearch):
         bracket = self.brackets[group]
         actions: list[Action] = []
         while (
-            len(bracket.next_rung) - self.invalid_trials(group) < bracket.max_trials
+            self.created_trials(group) - self.invalid_trials(group) < bracket.max_trials
             and self.live_trials(group) < bracket.cap
         ):
             create = self._create(sample_hyperparameters(self._hps, self._rng), group)
@@ -183,16 +196,17 @@ class HalvingSearch(TrackedSearch):
                 f"got {metrics.get(self._time_metric)!r}"
             )
         self._set_progress(request_id, time / self._max_time)
-        bracket = self.brackets[self._trials[request_id].group]
+        bracket = self.brackets[self._row(request_id).group]
         return [Stop(request_id)] if bracket.report(request_id, time, value) else []
 
     def _exited(self, request_id: str, reason: ExitedReason | None) -> list[Action]:
-        trial = self._trials[request_id]
+        trial = self._row(request_id)
         bracket = self.brackets[trial.group]
         if reason is not None and reason.invalid_hp:
             bracket.invalid(request_id)
         elif reason is not None and not trial.stopped:
             bracket.ended_early(request_id)
+        bracket.exited(request_id)
         return self._fill(trial.group)
 
     def _planned_trials(self) -> int:
@@ -206,6 +220,12 @@ class HalvingSearch(TrackedSearch):
             raise ValueError("the snapshot's brackets do not match the config")
         for bracket, data in zip(self.brackets, state["brackets"], strict=True):
             bracket.load(data)
+            # A version-1 snapshot kept every trial's next rung; only live trials need one.
+            for request_id in [r for r in bracket.next_rung if r not in self._trials]:
+                bracket.exited(request_id)
+        for request_id in self._trials:
+            if all(request_id not in b.next_rung for b in self.brackets):
+                raise ValueError(f"live trial {request_id!r} has no rung in its bracket")
 
 
 class AsyncHalvingSearch(HalvingSearch):

@@ -15,14 +15,20 @@ Contracts of :class:`SearchMethod` (the master's side):
   the master) or ``on_trial_exited_early`` (errored for good, canceled by a user, or reported
   invalid hyperparameters), called once the trial no longer runs. A second exit report for the
   same trial is ignored (Determined calls both for an early exit; either order is safe).
-- Unknown request ids raise :class:`SearcherStateError` (a master bug, not a user error).
+- Request ids the search never made raise :class:`SearcherStateError` (a master bug, not a
+  user error); ids of trials that exited, however long ago, are ignored as above. (A search
+  restored from a version-1 snapshot cannot tell the two apart and ignores both; see
+  :class:`TrackedSearch`.)
 - A searcher never has more than :attr:`SearchMethod.max_concurrent_trials` trials created and
   not exited (0: no limit). Replacements are created when a trial exits, never before.
 - Exactly one :class:`~stalwart.master.searcher.actions.Shutdown`, returned with the exit of the
   last trial once nothing more will be created; after it every call returns ``[]``.
 - ``snapshot()`` is JSON-ready (no NaN/infinity); ``restore(snapshot)`` on a searcher made from
   the same experiment config continues exactly where the snapshot was taken, random draws
-  included.
+  included. The master snapshots and restores every round, so a snapshot holds what the search
+  still needs, not its history: it grows with the live trials, not with every trial created
+  (issue 25; ASHA's rungs are the one exception, see :mod:`~stalwart.master.searcher.asha`).
+  ``restore`` also reads the previous snapshot version (see :data:`SNAPSHOT_VERSION`).
 
 Metrics (ASHA searchers; single, random and grid do not read them, as in Determined): the
 ``searcher.metric`` value must be a number (bool is not); the strings ``"NaN"``, ``"Infinity"``
@@ -36,9 +42,10 @@ from __future__ import annotations
 
 import math
 import sys
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -48,16 +55,31 @@ from stalwart.master.searcher.actions import Action, Create, Shutdown, Stop
 from stalwart.master.searcher.sampling import SearchRandom
 
 __all__ = [
+    "EXITED",
+    "SNAPSHOT_VERSION",
     "WORST_METRIC",
     "ExitedReason",
     "SearchMethod",
     "SearcherMetricError",
     "SearcherStateError",
     "TrackedSearch",
+    "counter_request_id",
     "read_number",
+    "request_id_number",
 ]
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+"""The snapshot layout :meth:`TrackedSearch.snapshot` writes.
+
+Version 2 (issue 25): ``{"searcher", "version", "rng", "started", "shutdown", "id_key",
+"groups": [{"group", "created", "exited": {reason or "EXITED": count}}], "trials": [[request_id,
+group, stopped, progress]] (live trials only), "method"}``. Version 1, still read by
+:meth:`TrackedSearch.restore` (experiments stored before the upgrade keep running), had a
+``trials`` row ``[request_id, group, live, stopped, reason, progress]`` for every trial ever
+created and no ``id_key`` nor ``groups``; restoring it folds the exited trials into the counts.
+"""
+
+_ID_KEY_SALT = 0x5354414C57415254  # "STALWART": the id key is drawn apart from the samples
 
 WORST_METRIC = sys.float_info.max
 """The value ranked below every real result (exited trials, NaN); finite so snapshots stay JSON."""
@@ -153,36 +175,117 @@ class SearchMethod(ABC):
         """Continue from :meth:`snapshot` (on a searcher built from the same config)."""
 
 
+_M64 = (1 << 64) - 1
+_ID_COUNTER_BITS = 62
+"""A counter request id keeps the trial's number in the low 62 bits of its UUID."""
+
+EXITED = "EXITED"
+"""The exit-count key of a normal exit (exited 0, or stopped); early exits count under their
+:class:`ExitedReason` value."""
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finalizer: a 64-bit bijection that scatters the bits."""
+    x &= _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def counter_request_id(key: int, number: int) -> str:
+    """The request id of a search's trial ``number`` (0 for its first ``Create``).
+
+    A version-4 UUID whose low 62 bits are ``number`` and whose high 64 bits are a hash of
+    ``key`` (the search's id key) and ``number``: ids of one search are unique and differ between
+    searches with different keys, and :func:`request_id_number` recognises them without keeping a
+    list of the ids given out (see issue 25).
+    """
+    if not 0 <= number < 1 << _ID_COUNTER_BITS:
+        raise SearcherStateError(f"trial number {number} out of range for a request id")
+    tag = _mix64(key ^ _mix64(number + 0x9E3779B97F4A7C15))
+    return str(uuid.UUID(int=(tag << 64) | number, version=4))
+
+
+def request_id_number(key: int, request_id: str) -> int | None:
+    """The trial number :func:`counter_request_id` made ``request_id`` from, or None when
+    ``request_id`` is not such an id of the search with this ``key``."""
+    try:
+        value = uuid.UUID(request_id).int
+    except (ValueError, TypeError, AttributeError):
+        return None
+    number = value & ((1 << _ID_COUNTER_BITS) - 1)
+    return number if counter_request_id(key, number) == request_id else None
+
+
 @dataclass
 class _Trial:
+    """A live trial's row (exited trials only count in their :class:`_Group`)."""
+
     group: int
-    live: bool = True
     stopped: bool = False
-    reason: ExitedReason | None = None
     progress: float = 0.0
 
-    def to_list(self) -> list[Any]:
-        reason = None if self.reason is None else self.reason.value
-        return [self.group, self.live, self.stopped, reason, self.progress]
+    def to_list(self, request_id: str) -> list[Any]:
+        return [request_id, self.group, self.stopped, self.progress]
 
     @classmethod
-    def from_list(cls, data: list[Any]) -> _Trial:
-        group, live, stopped, reason, progress = data
-        return cls(
-            int(group),
-            bool(live),
-            bool(stopped),
-            None if reason is None else ExitedReason(reason),
-            float(progress),
+    def from_list(cls, data: list[Any]) -> tuple[str, _Trial]:
+        request_id, group, stopped, progress = data
+        return str(request_id), cls(int(group), bool(stopped), float(progress))
+
+
+@dataclass
+class _Group:
+    """What a group's trials add up to: created, and exited by reason (:data:`EXITED` for a
+    normal exit)."""
+
+    created: int = 0
+    exited: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exits(self) -> int:
+        return sum(self.exited.values())
+
+    def count(self, key: str) -> int:
+        return self.exited.get(key, 0)
+
+    @property
+    def invalid(self) -> int:
+        return self.count(ExitedReason.INVALID_HP.value) + self.count(
+            ExitedReason.INIT_INVALID_HP.value
         )
+
+    def to_dict(self, group: int) -> dict[str, Any]:
+        exited = {k: n for k, n in sorted(self.exited.items()) if n}
+        return {"group": group, "created": self.created, "exited": exited}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> tuple[int, _Group]:
+        exited = {str(k): int(n) for k, n in data["exited"].items()}
+        for key in exited:
+            if key != EXITED:
+                ExitedReason(key)  # ValueError for an unknown reason
+        group = cls(int(data["created"]), exited)
+        if group.exits > group.created or min(exited.values(), default=0) < 0:
+            raise ValueError(f"group {data['group']}: more exits than trials created")
+        return int(data["group"]), group
 
 
 class TrackedSearch(SearchMethod):
-    """Shared machinery: trial table, liveness, Shutdown, progress, snapshot envelope.
+    """Shared machinery: trial bookkeeping, liveness, Shutdown, progress, snapshot envelope.
 
     Subclasses implement the hooks ``_initial``, ``_validation``, ``_exited``, ``_state``,
     ``_load``, ``_planned_trials`` and the ``max_concurrent_trials`` property, and create trials
     only through :meth:`_create`. Trials belong to a group (an ASHA bracket; 0 elsewhere).
+
+    The state grows with the live trials, not with all trials ever created (issue 25): a live
+    trial has a row (its group, whether it was stopped, its progress); an exited trial only
+    counts, in its group's trials created and exits by reason. That is all ``progress()``,
+    ``Shutdown``, the concurrency limits and the replacement of invalid-hyperparameter trials
+    need. Request ids are :func:`counter_request_id` ids, so an event for a trial that exited
+    long ago (ignored) is still told from one for an id the search never made
+    (:class:`SearcherStateError`). A search restored from a version-1 snapshot keeps the random
+    request ids it was making: it cannot tell those apart, and ignores both.
     """
 
     replaces_invalid: ClassVar[bool] = True
@@ -191,9 +294,9 @@ class TrackedSearch(SearchMethod):
     def __init__(self, hyperparameters: Mapping[str, Hyperparameter], seed: int) -> None:
         self._hps = hyperparameters
         self._rng = SearchRandom(seed)
+        self._id_key: int | None = SearchRandom(seed ^ _ID_KEY_SALT).bits64()
         self._trials: dict[str, _Trial] = {}
-        self._live: dict[int, int] = {}
-        self._invalid: dict[int, int] = {}
+        self._groups: dict[int, _Group] = {}
         self._started = False
         self._shut = False
 
@@ -208,7 +311,8 @@ class TrackedSearch(SearchMethod):
 
     @abstractmethod
     def _exited(self, request_id: str, reason: ExitedReason | None) -> list[Action]:
-        """React to an exit (``reason`` None: a normal exit); the trial is no longer live."""
+        """React to an exit (``reason`` None: a normal exit). The trial already counts as
+        exited; its row (:meth:`_row`) is dropped after this hook returns."""
 
     @abstractmethod
     def _planned_trials(self) -> int:
@@ -220,29 +324,67 @@ class TrackedSearch(SearchMethod):
     def _load(self, state: Mapping[str, Any]) -> None:
         return None
 
+    def _load_v1(self, state: Mapping[str, Any], rows: list[list[Any]]) -> None:
+        """Load a version-1 snapshot's method state; ``rows`` are its per-trial rows
+        ``[request_id, group, live, stopped, reason, progress]`` (default: :meth:`_load`)."""
+        self._load(state)
+
     # -- helpers for subclasses ----------------------------------------------------------------
 
     def _create(self, hparams: dict[str, Any], group: int = 0) -> Create:
         limit = self.max_concurrent_trials
         if limit and self.live_trials() >= limit:
             raise SearcherStateError(f"{self.name}: would exceed {limit} concurrent trials")
+        # Drawn even when unused, so a seed samples the same hyperparameters and trial seeds as
+        # before counter ids.
         request_id = self._rng.request_id()
+        if self._id_key is not None:
+            request_id = counter_request_id(self._id_key, self.created_trials())
         create = Create(request_id=request_id, hparams=hparams, trial_seed=self._rng.trial_seed())
         self._trials[request_id] = _Trial(group)
-        self._live[group] = self._live.get(group, 0) + 1
+        self._group(group).created += 1
         return create
+
+    def _group(self, group: int) -> _Group:
+        found = self._groups.get(group)
+        if found is None:
+            found = self._groups[group] = _Group()
+        return found
+
+    def _revive(self, request_id: str, group: int, exit_key: str) -> _Trial:
+        """Make a trial that exited (counted under ``exit_key``) live again, with a fresh row
+        (``SingleSearch.continue_trial``)."""
+        counts = self._group(group)
+        if counts.count(exit_key) < 1:
+            raise SearcherStateError(f"{self.name}: no exit {exit_key!r} to take back")
+        counts.exited[exit_key] -= 1
+        if not counts.exited[exit_key]:
+            del counts.exited[exit_key]
+        trial = self._trials[request_id] = _Trial(group)
+        return trial
+
+    def _row(self, request_id: str) -> _Trial:
+        """The row of a live trial (KeyError otherwise)."""
+        return self._trials[request_id]
+
+    def created_trials(self, group: int | None = None) -> int:
+        """Trials created (in ``group``, or in all)."""
+        if group is None:
+            return sum(g.created for g in self._groups.values())
+        return self._groups[group].created if group in self._groups else 0
 
     def live_trials(self, group: int | None = None) -> int:
         """Trials created and not exited (in ``group``, or in all)."""
         if group is None:
-            return sum(self._live.values())
-        return self._live.get(group, 0)
+            return sum(g.created - g.exits for g in self._groups.values())
+        found = self._groups.get(group)
+        return 0 if found is None else found.created - found.exits
 
     def invalid_trials(self, group: int | None = None) -> int:
         """Trials that exited with invalid hyperparameters (in ``group``, or in all)."""
         if group is None:
-            return sum(self._invalid.values())
-        return self._invalid.get(group, 0)
+            return sum(g.invalid for g in self._groups.values())
+        return self._groups[group].invalid if group in self._groups else 0
 
     def _set_progress(self, request_id: str, fraction: float) -> None:
         if math.isfinite(fraction):
@@ -250,9 +392,18 @@ class TrackedSearch(SearchMethod):
 
     # -- the interface -------------------------------------------------------------------------
 
-    def _trial(self, request_id: str) -> _Trial:
+    def _made(self, request_id: str) -> bool:
+        """Whether this search made ``request_id`` (always True with version-1 random ids)."""
+        if self._id_key is None:
+            return True
+        number = request_id_number(self._id_key, request_id)
+        return number is not None and number < self.created_trials()
+
+    def _trial(self, request_id: str) -> _Trial | None:
+        """The live trial's row; None for a trial that exited; SearcherStateError for an id the
+        search never made."""
         trial = self._trials.get(request_id)
-        if trial is None:
+        if trial is None and not self._made(request_id):
             raise SearcherStateError(f"{self.name}: no trial with request id {request_id!r}")
         return trial
 
@@ -267,19 +418,19 @@ class TrackedSearch(SearchMethod):
             raise SearcherStateError(f"{self.name}: initial_actions() was already called")
         self._started = True
         actions = self._record(self._initial())
-        if not self._trials:
+        if not self.created_trials():
             self._shut = True
             actions.append(Shutdown())
         return actions
 
     def on_validation(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
         trial = self._trial(request_id)
-        if self._shut or not trial.live or trial.stopped:
+        if self._shut or trial is None or trial.stopped:
             return []
         return self._record(self._validation(request_id, metrics))
 
     def on_trial_progress(self, request_id: str, progress: float) -> None:
-        if self._trial(request_id).live:
+        if self._trial(request_id) is not None:
             self._set_progress(request_id, progress)
 
     def on_trial_exited(self, request_id: str) -> list[Action]:
@@ -290,34 +441,28 @@ class TrackedSearch(SearchMethod):
 
     def _exit(self, request_id: str, reason: ExitedReason | None) -> list[Action]:
         trial = self._trial(request_id)
-        if not trial.live or self._shut:
+        if trial is None or self._shut:
             return []
-        trial.live = False
-        trial.reason = reason
-        self._live[trial.group] -= 1
-        if reason is not None and reason.invalid_hp:
-            self._invalid[trial.group] = self._invalid.get(trial.group, 0) + 1
+        group = self._group(trial.group)
+        key = EXITED if reason is None else reason.value
+        group.exited[key] = group.count(key) + 1
         actions = self._record(self._exited(request_id, reason))
+        del self._trials[request_id]
         if self.live_trials() == 0:
-            total = len(self._trials)
-            reasons = [t.reason for t in self._trials.values()]
+            total = self.created_trials()
+            canceled = sum(g.count(ExitedReason.USER_CANCELED.value) for g in self._groups.values())
+            errored = sum(g.count(ExitedReason.ERRORED.value) for g in self._groups.values())
             self._shut = True
-            actions.append(
-                Shutdown(
-                    cancel=reasons.count(ExitedReason.USER_CANCELED) >= total,
-                    failure=reasons.count(ExitedReason.ERRORED) >= total,
-                )
-            )
+            actions.append(Shutdown(cancel=canceled >= total, failure=errored >= total))
         return actions
 
     def progress(self) -> float:
         if self._shut:
             return 1.0
-        done = sum(
-            t.progress if t.live else 1.0
-            for t in self._trials.values()
-            if not (self.replaces_invalid and t.reason is not None and t.reason.invalid_hp)
+        exited = sum(
+            g.exits - (g.invalid if self.replaces_invalid else 0) for g in self._groups.values()
         )
+        done = math.fsum([float(exited), *(t.progress for t in self._trials.values())])
         return min(max(done / max(self._planned_trials(), 1), 0.0), 1.0)
 
     def snapshot(self) -> dict[str, Any]:
@@ -327,27 +472,61 @@ class TrackedSearch(SearchMethod):
             "rng": self._rng.state(),
             "started": self._started,
             "shutdown": self._shut,
-            "trials": [[rid, *t.to_list()] for rid, t in self._trials.items()],
+            "id_key": self._id_key,
+            "groups": [g.to_dict(n) for n, g in sorted(self._groups.items())],
+            "trials": [t.to_list(rid) for rid, t in self._trials.items()],
             "method": self._state(),
         }
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
-        if snapshot.get("searcher") != self.name or snapshot.get("version") != SNAPSHOT_VERSION:
+        version = snapshot.get("version")
+        if snapshot.get("searcher") != self.name or version not in (1, SNAPSHOT_VERSION):
             raise SearcherStateError(
                 f"cannot restore a {snapshot.get('searcher')!r} searcher snapshot "
                 f"(version {snapshot.get('version')!r}) into {self.name!r} "
-                f"(version {SNAPSHOT_VERSION})"
+                f"(versions 1 and {SNAPSHOT_VERSION})"
             )
         try:
             self._rng = SearchRandom.from_state(snapshot["rng"])
             self._started = bool(snapshot["started"])
             self._shut = bool(snapshot["shutdown"])
-            self._trials = {row[0]: _Trial.from_list(row[1:]) for row in snapshot["trials"]}
-            self._live, self._invalid = {}, {}
-            for trial in self._trials.values():
-                self._live[trial.group] = self._live.get(trial.group, 0) + trial.live
-                invalid = trial.reason is not None and trial.reason.invalid_hp
-                self._invalid[trial.group] = self._invalid.get(trial.group, 0) + invalid
+            if version == 1:
+                self._restore_v1(snapshot)
+                return
+            key = snapshot["id_key"]
+            if key is not None and not (isinstance(key, int) and 0 <= key <= _M64):
+                raise ValueError(f"id_key {key!r} is no 64-bit unsigned integer")
+            self._id_key = key
+            self._groups = dict(_Group.from_dict(g) for g in snapshot["groups"])
+            self._trials = dict(_Trial.from_list(row) for row in snapshot["trials"])
+            self._check_rows()
             self._load(snapshot["method"])
         except (KeyError, TypeError, ValueError) as exc:
             raise SearcherStateError(f"{self.name}: malformed searcher snapshot: {exc}") from exc
+
+    def _restore_v1(self, snapshot: Mapping[str, Any]) -> None:
+        """A version-1 snapshot (a row per trial ever created): fold the exited trials into
+        their group's counts; the search goes on making random request ids."""
+        rows = [list(row) for row in snapshot["trials"]]
+        self._id_key = None
+        self._groups, self._trials = {}, {}
+        for request_id, group, live, stopped, reason, progress in rows:
+            counts = self._group(int(group))
+            counts.created += 1
+            if live:
+                self._trials[str(request_id)] = _Trial(int(group), bool(stopped), float(progress))
+            else:
+                key = EXITED if reason is None else ExitedReason(reason).value
+                counts.exited[key] = counts.count(key) + 1
+        self._load_v1(snapshot["method"], rows)
+
+    def _check_rows(self) -> None:
+        for group, counts in self._groups.items():
+            rows = sum(1 for t in self._trials.values() if t.group == group)
+            if rows != counts.created - counts.exits:
+                raise ValueError(
+                    f"group {group}: {rows} live trial rows, but {counts.created} created and "
+                    f"{counts.exits} exited"
+                )
+        if any(t.group not in self._groups for t in self._trials.values()):
+            raise ValueError("a live trial's group has no counts")

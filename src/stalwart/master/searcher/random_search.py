@@ -44,7 +44,7 @@ class RandomSearch(TrackedSearch):
 
     def _counted(self) -> int:
         """Trials created so far that count against ``max_trials``."""
-        return len(self._trials) - (self.invalid_trials() if self.replaces_invalid else 0)
+        return self.created_trials() - (self.invalid_trials() if self.replaces_invalid else 0)
 
     def _fill(self) -> list[Action]:
         actions: list[Action] = []

@@ -6,14 +6,17 @@ invalid hyperparameters is not replaced; the experiment then ends.
 
 A finished single-trial experiment may be continued (``det e continue``): the master calls
 :meth:`SingleSearch.continue_trial` and the same trial runs again; its next exit ends the search
-once more.
+once more. The search keeps its one trial's request id (``{"trial": request_id}`` in its state)
+to recognise it after the exit, as its trial row is gone then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from stalwart.config.hyperparameters import Hyperparameter
+from stalwart.master.searcher.actions import Create
 from stalwart.master.searcher.base import SearcherStateError
 from stalwart.master.searcher.random_search import RandomSearch
 
@@ -28,6 +31,12 @@ class SingleSearch(RandomSearch):
 
     def __init__(self, hyperparameters: Mapping[str, Hyperparameter], seed: int) -> None:
         super().__init__(hyperparameters, seed, max_trials=1, max_concurrent_trials=1)
+        self._trial_id: str | None = None
+
+    def _create(self, hparams: dict[str, Any], group: int = 0) -> Create:
+        create = super()._create(hparams, group)
+        self._trial_id = create.request_id
+        return create
 
     def continue_trial(self, request_id: str) -> None:
         """The master continues the experiment: trial ``request_id`` runs again.
@@ -37,16 +46,23 @@ class SingleSearch(RandomSearch):
         no progress, and the search is no longer shut down: the trial's next exit shuts it down
         again, as its first did. Raises SearcherStateError for an unknown request id.
         """
-        trial = self._trials.get(request_id)
-        if trial is None:
+        if request_id != self._trial_id:
             raise SearcherStateError(f"{self.name}: no trial with request id {request_id!r}")
-        if not trial.live:
-            trial.live = True
-            self._live[trial.group] = self._live.get(trial.group, 0) + 1
-            if trial.reason is not None and trial.reason.invalid_hp:
-                self._invalid[trial.group] = max(self._invalid.get(trial.group, 0) - 1, 0)
+        trial = self._trials.get(request_id)
+        if trial is None:  # it exited: take back its exit, the one exit counted
+            [exit_key] = [key for key, n in self._group(0).exited.items() if n]
+            trial = self._revive(request_id, 0, exit_key)
         trial.stopped = False
-        trial.reason = None
         trial.progress = 0.0
         self._started = True
         self._shut = False
+
+    def _state(self) -> dict[str, Any]:
+        return {"trial": self._trial_id}
+
+    def _load(self, state: Mapping[str, Any]) -> None:
+        trial = state["trial"]
+        self._trial_id = None if trial is None else str(trial)
+
+    def _load_v1(self, state: Mapping[str, Any], rows: list[list[Any]]) -> None:
+        self._trial_id = str(rows[0][0]) if rows else None
