@@ -25,7 +25,10 @@ def test_adaptive_asha_runs_to_completion_on_slurm(
     slurm_master: tuple[LocalCluster, Api, Path],
 ) -> None:
     _, api, job_root = slurm_master
-    hp = "  steps: 8\n  period: 1\n  x:\n    type: double\n    minval: 0\n    maxval: 1"
+    # Early stopping reaches a trial asynchronously (the searcher acts on a validation, the
+    # trial sees it at its next preemption check, as in Determined 0.38), so each step takes
+    # long enough that a stopped trial cannot run to the end first on a busy machine.
+    hp = "  steps: 8\n  period: 1\n  sleep: 0.5\n  x:\n    type: double\n    minval: 0\n    maxval: 1"
     exp_id = api.create_experiment(trial_config(hp, searcher=ASHA), trial_files("train.py"))
     exp = api.wait_state(exp_id, timeout=300)
     trials = api.trials(exp_id)
