@@ -15,8 +15,9 @@ import { CheckpointsPanel } from "../components/CheckpointsPanel";
 import { Summary, useTitle } from "../components/common";
 import { ExperimentCauseBanner } from "../components/RunCause";
 import { fmt, isTerminal, short, when } from "../format";
-import type { Experiment, Trial } from "../wire";
+import type { Trial } from "../wire";
 import { CodeTab } from "./experiment/CodeTab";
+import { ContinueForkActions, type Forkable } from "./experiment/ContinueFork";
 import { ConfigTab, EditExperiment, NotesTab } from "./experiment/Details";
 import { HyperparametersTab } from "./experiment/HyperparametersTab";
 import { Overview } from "./experiment/Overview";
@@ -29,7 +30,7 @@ export const TABS: [string, string][] = [
 ];
 
 /** The experiment as this page reads it (fields the shared wire type leaves out). */
-type Full = Experiment & { description?: string | null; notes?: string };
+type Full = Forkable & { description?: string | null; notes?: string };
 
 /** Trials read per poll (the page's tables and charts show at most these). */
 const TRIALS_LIMIT = 1000;
@@ -118,6 +119,7 @@ function ExperimentView({ id }: { id: number }) {
         <div className="actions">
           <ExperimentActions id={id} state={e.state} after={refresh} />
           <button type="button" id="edit-toggle" aria-expanded={editing} onClick={() => setEditing(!editing)}>Edit</button>
+          <ContinueForkActions e={e} after={refresh} />
         </div>
       )}
       {e && editing && (
