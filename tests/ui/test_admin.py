@@ -313,7 +313,7 @@ def test_an_admin_searches_pages_and_renames_users(
         page.locator(f"#users tr[data-key='{NEWCOMER}'] td[data-col='displayName']")
     ).to_have_text("Renamed Comer")
     assert user(master, NEWCOMER)["displayName"] == "Renamed Comer"
-    page.screenshot(path=str(artifacts / "53-admin-user-panel.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "55-admin-user-panel.png"), full_page=True)
 
 
 def test_an_admin_gives_and_takes_roles(page: Page, master: str, artifacts: Path) -> None:
@@ -415,12 +415,12 @@ def test_an_admin_gives_and_takes_roles(page: Page, master: str, artifacts: Path
     group.get_by_role("button", name="Give role").click()
     expect(group.locator(f"tr[data-key='Member@{WORKSPACE}']")).to_be_visible()
     assert user_roles(master, uid) == {("Member", wid, str(gid))}
-    page.screenshot(path=str(artifacts / "54-admin-group-roles.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "56-admin-group-roles.png"), full_page=True)
     page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={uid}")
     through = page.locator(f"#user-roles tr[data-key='Member@{WORKSPACE}']")
     expect(through.locator("td[data-col='through']")).to_have_text("through group ui-team")
     expect(through.get_by_role("button")).to_have_count(0)
-    page.screenshot(path=str(artifacts / "55-admin-user-roles.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "57-admin-user-roles.png"), full_page=True)
 
     page.goto(f"{master}/#/admin/groups?group={gid}")
     page.get_by_role("button", name=f"Remove role Member in {WORKSPACE} from ui-team").click()
@@ -451,7 +451,7 @@ def test_the_admin_pages_fit_a_phone(page: Page, master: str, artifacts: Path) -
         expect(page.locator(shown)).to_be_visible()
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"{address} is {width} px wide"
-    page.screenshot(path=str(artifacts / "56-admin-groups-390px.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "58-admin-groups-390px.png"), full_page=True)
     page.goto(f"{master}/#/admin/users?user={ids['user']}")
     expect(page.locator("#user-roles form")).to_be_visible()
-    page.screenshot(path=str(artifacts / "57-admin-users-390px.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "59-admin-users-390px.png"), full_page=True)

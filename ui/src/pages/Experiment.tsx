@@ -103,6 +103,7 @@ function ExperimentView({ id }: { id: number }) {
     ["Best trial", e.bestTrialId == null ? "–" : String(e.bestTrialId)],
     ["Labels", (e.labels ?? []).join(", ") || "–"],
     ["User", e.username ?? ""], ["Started", when(e.startTime)], ["Ended", when(e.endTime)],
+    ...(e.forkedFrom ? [["Forked from", `experiment ${e.forkedFrom}`] as [string, string]] : []),
   ] : [];
   // The overview's choices (group, metric, hyperparameter) stay in the query across tabs.
   const to = (path: string): string => `/experiments/${id}${path ? `/${path}` : ""}${location.search}`;

@@ -18,6 +18,7 @@ import "../../components/debug.css";
 /** The experiment as these actions read it. */
 export type Forkable = Experiment & {
   archived?: boolean;
+  forkedFrom?: number | null;
   config?: { searcher?: { name?: string; max_length?: unknown; metric?: string; smaller_is_better?: boolean } };
 };
 
@@ -28,7 +29,7 @@ export function cannotContinue(e: Forkable): string {
   const searcher = e.searcherType || e.config?.searcher?.name || "";
   if (e.archived) return "It is archived: unarchive it first.";
   if (searcher && searcher !== "single") {
-    return `It is a ${searcher} search: only a single-trial experiment can be continued (fork it instead).`;
+    return `Its searcher is ${searcher}: only a single-trial experiment can be continued (fork it instead).`;
   }
   const state = short(e.state);
   if (!CONTINUABLE.includes(state)) {
@@ -97,7 +98,7 @@ function ContinueDialog({ e, close, after }: { e: Forkable; close: () => void; a
     setError("");
     try {
       const answer = await api.post<{ experiment: Experiment }>("/experiments/continue", { id: e.id, overrideConfig: text });
-      toast(`Continued experiment ${e.id}: it is ${short(answer.experiment.state)} again and its trial trains on from its latest checkpoint`);
+      toast(`Continued experiment ${e.id} (now ${short(answer.experiment.state)}): its trial trains on from its latest checkpoint`);
       modal.dismiss();
       after();
     } catch (err) {
@@ -157,6 +158,9 @@ function ForkDialog({ e, close }: { e: Forkable; close: () => void }) {
         <p>A new experiment with this config runs the same model definition, in the same project.</p>
         <label htmlFor="fork-config">Config (YAML)</label>
         <textarea id="fork-config" rows={16} spellCheck={false} value={text} onChange={(ev) => setText(ev.target.value)} />
+        {text.includes("********") && (
+          <p className="hint" id="fork-masked">This config holds secrets shown as ******** : put the real values back before creating the experiment.</p>
+        )}
         <p className="error" role="alert" id="fork-error">{error}</p>
         <div className="dialog-actions">
           <button type="button" onClick={modal.dismiss}>Cancel</button>
