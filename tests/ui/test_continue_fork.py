@@ -102,6 +102,12 @@ def test_continue_is_disabled_with_the_reason(
         "continued (fork it instead)."
     )
     expect(page.locator("#fork-open")).to_be_enabled()
+    # On a phone the actions wrap and the reason takes its own line: no sideways scrolling.
+    page.set_viewport_size({"width": 390, "height": 900})
+    expect(page.locator("#continue-reason")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the experiment page is {width} px wide"
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     # A paused experiment (a fork created without activating it) cannot be continued either.
     paused = httpx.post(

@@ -117,7 +117,7 @@ function ExperimentView({ id }: { id: number }) {
       {e?.description && <p id="description">{e.description}</p>}
       <Summary facts={facts} />
       {e && (
-        <div className="actions">
+        <div className="actions experiment-actions">
           <ExperimentActions id={id} state={e.state} after={refresh} />
           <button type="button" id="edit-toggle" aria-expanded={editing} onClick={() => setEditing(!editing)}>Edit</button>
           <ContinueForkActions e={e} after={refresh} />
