@@ -313,6 +313,12 @@ def test_an_admin_searches_pages_and_renames_users(
         page.locator(f"#users tr[data-key='{NEWCOMER}'] td[data-col='displayName']")
     ).to_have_text("Renamed Comer")
     assert user(master, NEWCOMER)["displayName"] == "Renamed Comer"
+    # An address naming no user says so (once: no toast every poll).
+    page.goto(f"{master}/#/admin/users?user=9999")
+    expect(page.locator("#user-missing")).to_contain_text("There is no user 9999.")
+    expect(page.locator("#toast")).to_have_text("")
+    page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={user(master, NEWCOMER)['id']}")
+    expect(page.locator("#user-roles form")).to_be_visible()
     page.screenshot(path=str(artifacts / "55-admin-user-panel.png"), full_page=True)
 
 

@@ -10,7 +10,7 @@
 import { useState } from "react";
 import { Link, Navigate, useParams } from "react-router-dom";
 import * as api from "../api";
-import { useHashQuery, usePoll, useShell } from "../app";
+import { isApiError, useHashQuery, usePoll, useShell } from "../app";
 import { LabelledSelect, Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
 import { RolesPanel } from "./AdminRoles";
@@ -368,16 +368,28 @@ function GroupsSection() {
 function UserPanel({ id, changed, close }: { id: number; changed: () => void; close: () => void }) {
   const { toast } = useShell();
   const [u, setU] = useState<User | null>(null);
+  const [missing, setMissing] = useState(false);
   const [name, setName] = useState("");
   const [error, setError] = useState("");
   const save = useAction(setError);
   const refresh = usePoll(async (signal) => {
-    const answer = await api.get<{ user: User }>(`/users/${id}`, signal);
+    const answer = await api.get<{ user: User }>(`/users/${id}`, signal).catch((err: unknown) => {
+      if (isApiError(err, 404)) return null;
+      throw err;
+    });
     if (signal.aborted) return;
+    if (answer === null) { setMissing(true); return false; }
     setU(answer.user);
     setName(answer.user.displayName ?? "");
     return false;
   }, String(id));
+  if (missing) {
+    return (
+      <section id="user-panel">
+        <p className="empty" id="user-missing">There is no user {id}. <button type="button" onClick={close}>Close</button></p>
+      </section>
+    );
+  }
   if (!u) return <section id="user-panel"><p className="empty">Loading…</p></section>;
   const submit = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
