@@ -313,6 +313,25 @@ def test_an_admin_searches_pages_and_renames_users(
         page.locator(f"#users tr[data-key='{NEWCOMER}'] td[data-col='displayName']")
     ).to_have_text("Renamed Comer")
     assert user(master, NEWCOMER)["displayName"] == "Renamed Comer"
+    # Their password, from the panel (active again, so that the new one signs in): too short
+    # is refused with the master's reason.
+    activated = httpx.patch(
+        f"{master}/api/v1/users/{user(master, NEWCOMER)['id']}",
+        json={"active": True},
+        headers=admin_headers(master),
+    )
+    assert activated.status_code == 200, activated.text
+    panel.get_by_label(f"New password for {NEWCOMER}").fill("short")
+    panel.get_by_role("button", name="Set password").click()
+    expect(panel.locator("#panel-password-error")).to_contain_text(
+        f"Could not set the password of {NEWCOMER}: "
+    )
+    panel.get_by_label(f"New password for {NEWCOMER}").fill("panel-pass-3")
+    panel.get_by_role("button", name="Set password").click()
+    expect(page.locator("#toast")).to_contain_text(f"The password of {NEWCOMER} is changed")
+    expect(panel.locator("#panel-password-error")).to_have_text("")
+    assert login(master, NEWCOMER, "panel-pass-3").status_code == 200
+    assert login(master, NEWCOMER, "short").status_code == 401
     # An address naming no user says so (once: no toast every poll).
     page.goto(f"{master}/#/admin/users?user=9999")
     expect(page.locator("#user-missing")).to_contain_text("There is no user 9999.")

@@ -371,7 +371,10 @@ function UserPanel({ id, changed, close }: { id: number; changed: () => void; cl
   const [missing, setMissing] = useState(false);
   const [name, setName] = useState("");
   const [error, setError] = useState("");
+  const [password, setPassword] = useState("");
+  const [passwordError, setPasswordError] = useState("");
   const save = useAction(setError);
+  const savePassword = useAction(setPasswordError);
   const refresh = usePoll(async (signal) => {
     const answer = await api.get<{ user: User }>(`/users/${id}`, signal).catch((err: unknown) => {
       if (isApiError(err, 404)) return null;
@@ -410,6 +413,22 @@ function UserPanel({ id, changed, close }: { id: number; changed: () => void; cl
         <button type="button" onClick={close}>Close</button>
       </form>
       <p className="error" role="alert" id="display-name-error">{error}</p>
+      <form className="controls" id="panel-password-form" aria-label={`Password of ${u.username}`}
+        onSubmit={(e) => {
+          e.preventDefault();
+          void savePassword(`set the password of ${u.username}`, () => api.post(`/users/${u.id}/password`, { password })).then((ok) => {
+            if (!ok) return;
+            toast(`The password of ${u.username} is changed; their sessions are signed out`);
+            setPassword("");
+          });
+        }}>
+        <Field id="panel-password" label={`New password for ${u.username}`}>
+          <input id="panel-password" type="password" size={16} autoComplete="new-password" value={password}
+            onChange={(e) => setPassword(e.target.value)} />
+        </Field>
+        <button type="submit" className="primary">Set password</button>
+      </form>
+      <p className="error" role="alert" id="panel-password-error">{passwordError}</p>
       <RolesPanel holder={{ kind: "user", id: u.id, name: u.username, admin: u.admin }} after={() => { refresh(); changed(); }} />
     </section>
   );
