@@ -301,6 +301,31 @@ def test_model_def(client: TestClient, admin: dict[str, str]) -> None:
     assert client.get("/api/v1/experiments/77/model_def", headers=admin).status_code == 404
 
 
+def test_a_fork_without_files_runs_its_parents_model_definition(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    """The web UI's Fork sends the edited config and ``parentId`` only: the new experiment gets
+    the parent's files and says where it came from; an unknown parent is 404."""
+    parent = new_experiment(client, admin)
+    fork = {
+        "activate": False,
+        "config": CONFIG.format(name="forked", labels="[]", smaller="true"),
+        "parentId": parent,
+    }
+    resp = client.post("/api/v1/experiments", json=fork, headers=admin)
+    assert resp.status_code == 200, resp.text
+    child = resp.json()["experiment"]
+    assert (child["name"], child["forkedFrom"]) == ("forked", parent)
+    body = client.get(f"/api/v1/experiments/{child['id']}/model_def", headers=admin).json()
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(body["b64Tgz"]))) as tar:
+        member = tar.extractfile("train.py")
+        assert member is not None
+        assert member.read() == b"print('hi')\n"
+    missing = client.post("/api/v1/experiments", json={**fork, "parentId": 999}, headers=admin)
+    assert missing.status_code == 404
+    assert "experiment 999 (the one to fork) not found" in missing.json()["message"]
+
+
 # --- state actions --------------------------------------------------------------------------
 
 

@@ -79,7 +79,7 @@ def test_an_admin_manages_users(page: Page, master: str, artifacts: Path) -> Non
 
     # Create a user with a password: listed, stored, and able to sign in.
     page.get_by_label("Username", exact=True).fill(NEWCOMER)
-    page.get_by_label("Display name").fill("New Comer")
+    page.get_by_label("Display name", exact=True).fill("New Comer")
     page.get_by_label("Password", exact=True).fill(FIRST_PASSWORD)
     page.get_by_role("button", name="Create user").click()
     row = page.locator(f"#users tr[data-key='{NEWCOMER}']")
@@ -208,3 +208,275 @@ def test_a_user_who_is_not_an_admin_is_told_so(page: Page, master: str, artifact
     expect(page.locator("#admin-refused")).to_be_visible()
     expect(page.locator("#groups")).to_have_count(0)
     page.screenshot(path=str(artifacts / "52-admin-refused.png"), full_page=True)
+
+
+WORKSPACE = "ui-research"
+MANY = [f"ui-many-{n:02d}" for n in range(1, 23)]
+
+
+def _ensure(url: str) -> dict[str, int]:
+    """NEWCOMER, the MANY users, group ui-team with NEWCOMER in it and workspace WORKSPACE exist
+    (made through the API when this test runs alone); their ids by name."""
+    headers = admin_headers(url)
+    have = {
+        u["username"] for u in httpx.get(f"{url}/api/v1/users", headers=headers).json()["users"]
+    }
+    for name in [NEWCOMER, *MANY]:
+        if name not in have:
+            made = httpx.post(
+                f"{url}/api/v1/users",
+                json={"user": {"username": name, "active": True}, "password": FIRST_PASSWORD},
+                headers=headers,
+            )
+            assert made.status_code == 200, made.text
+    ids = {"user": user(url, NEWCOMER)["id"]}
+    if "ui-team" not in groups(url):
+        made = httpx.post(f"{url}/api/v1/groups", json={"name": "ui-team"}, headers=headers)
+        assert made.status_code == 200, made.text
+    team = groups(url)["ui-team"]
+    if NEWCOMER not in team["members"]:
+        put = httpx.put(
+            f"{url}/api/v1/groups/{team['id']}",
+            json={"groupId": team["id"], "addUsers": [ids["user"]]},
+            headers=headers,
+        )
+        assert put.status_code == 200, put.text
+    ids["group"] = team["id"]
+    spaces = httpx.get(f"{url}/api/v1/workspaces", headers=headers).json()["workspaces"]
+    found = [w["id"] for w in spaces if w["name"] == WORKSPACE]
+    if not found:
+        made = httpx.post(f"{url}/api/v1/workspaces", json={"name": WORKSPACE}, headers=headers)
+        assert made.status_code == 200, made.text
+        found = [made.json()["workspace"]["id"]]
+    ids["workspace"] = found[0]
+    return ids
+
+
+def user_roles(url: str, user_id: int) -> set[tuple[str, int, str]]:
+    """(role, workspace id, "direct" or the group id) of every role user ``user_id`` has."""
+    answer = httpx.get(f"{url}/api/v1/roles/search/by-user/{user_id}", headers=admin_headers(url))
+    assert answer.status_code == 200, answer.text
+    out: set[tuple[str, int, str]] = set()
+    for r in answer.json()["roles"]:
+        for a in r["userRoleAssignments"]:
+            out.add((r["role"]["name"], a["roleAssignment"]["scopeWorkspaceId"], "direct"))
+        for a in r["groupRoleAssignments"]:
+            out.add((r["role"]["name"], a["roleAssignment"]["scopeWorkspaceId"], str(a["groupId"])))
+    return out
+
+
+def test_an_admin_searches_pages_and_renames_users(
+    page: Page, master: str, artifacts: Path
+) -> None:
+    """The Users table shows 20 users a page (the page in the address), finds users by name,
+    and a user's Edit panel changes their display name."""
+    from playwright.sync_api import expect
+
+    _ensure(master)
+    total = len(httpx.get(f"{master}/api/v1/users", headers=admin_headers(master)).json()["users"])
+    assert total > 20
+    sign_in(page, master)
+    page.goto(f"{master}/#/admin/users")
+    rows = page.locator("#users tbody tr")
+    expect(rows).to_have_count(20)
+    expect(page.locator("#users-range")).to_have_text(f"1\u201320 of {total} users")
+    expect(page.get_by_role("button", name="Previous")).to_be_disabled()
+    page.get_by_role("button", name="Next").click()
+    expect(rows).to_have_count(total - 20)
+    expect(page.locator("#users-range")).to_have_text(f"21\u2013{total} of {total} users")
+    assert "page=2" in page.url
+    page.reload()
+    expect(rows).to_have_count(total - 20)
+
+    # Search: by part of the username, back to the first page.
+    page.get_by_label("Search", exact=True).fill("ui-many-0")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(rows).to_have_count(9)
+    expect(page.locator("#users-range")).to_have_text("1\u20139 of 9 users")
+    assert "q=ui-many-0" in page.url
+    assert "page=" not in page.url
+    page.get_by_label("Search", exact=True).fill("nobody-is-called-this")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("#users-empty")).to_have_text("No user matches “nobody-is-called-this”.")
+
+    # Rename NEWCOMER from their panel (opened from the search).
+    page.get_by_label("Search", exact=True).fill(NEWCOMER)
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(rows).to_have_count(1)
+    page.get_by_role("button", name=f"Edit {NEWCOMER}").click()
+    panel = page.locator("#user-panel")
+    expect(panel).to_have_attribute("data-user", NEWCOMER)
+    panel.get_by_label("Display name", exact=True).fill("Renamed Comer")
+    panel.get_by_role("button", name="Save name").click()
+    expect(page.locator("#user-panel-title")).to_have_text(f"Renamed Comer ({NEWCOMER})")
+    expect(
+        page.locator(f"#users tr[data-key='{NEWCOMER}'] td[data-col='displayName']")
+    ).to_have_text("Renamed Comer")
+    assert user(master, NEWCOMER)["displayName"] == "Renamed Comer"
+    # Their password, from the panel (active again, so that the new one signs in): too short
+    # is refused with the master's reason.
+    activated = httpx.patch(
+        f"{master}/api/v1/users/{user(master, NEWCOMER)['id']}",
+        json={"active": True},
+        headers=admin_headers(master),
+    )
+    assert activated.status_code == 200, activated.text
+    panel.get_by_label(f"New password for {NEWCOMER}").fill("short")
+    panel.get_by_role("button", name="Set password").click()
+    expect(panel.locator("#panel-password-error")).to_contain_text(
+        f"Could not set the password of {NEWCOMER}: "
+    )
+    panel.get_by_label(f"New password for {NEWCOMER}").fill("panel-pass-3")
+    panel.get_by_role("button", name="Set password").click()
+    expect(page.locator("#toast")).to_contain_text(f"The password of {NEWCOMER} is changed")
+    expect(panel.locator("#panel-password-error")).to_have_text("")
+    assert login(master, NEWCOMER, "panel-pass-3").status_code == 200
+    assert login(master, NEWCOMER, "short").status_code == 401
+    # An address naming no user says so (once: no toast every poll).
+    page.goto(f"{master}/#/admin/users?user=9999")
+    expect(page.locator("#user-missing")).to_contain_text("There is no user 9999.")
+    expect(page.locator("#toast")).to_have_text("")
+    page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={user(master, NEWCOMER)['id']}")
+    expect(page.locator("#user-roles form")).to_be_visible()
+    page.screenshot(path=str(artifacts / "55-admin-user-panel.png"), full_page=True)
+
+
+def test_an_admin_gives_and_takes_roles(page: Page, master: str, artifacts: Path) -> None:
+    """Roles of a user (in a workspace and cluster-wide) and of a group, given and taken from
+    the Admin pages, each checked through the roles API; the roles a user has through a group
+    are shown on the user; taking a role the user no longer has shows the master's reason."""
+    from playwright.sync_api import expect
+
+    ids = _ensure(master)
+    uid, gid, wid = ids["user"], ids["group"], ids["workspace"]
+    for held in user_roles(master, uid):  # a clean start when run again against the master
+        kind = "group" if held[2] != "direct" else "user"
+        who = {"groupId": gid} if kind == "group" else {"userId": uid}
+        httpx.post(
+            f"{master}/api/v1/roles/remove-assignments",
+            json={
+                f"{kind}RoleAssignments": [
+                    {
+                        **who,
+                        "roleAssignment": {
+                            "role": {"roleId": _role_id(master, held[0])},
+                            "scopeWorkspaceId": held[1],
+                        },
+                    }
+                ]
+            },
+            headers=admin_headers(master),
+        ).raise_for_status()
+    sign_in(page, master)
+    page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={uid}")
+    roles = page.locator("#user-roles")
+    expect(roles.locator("#user-roles-empty")).to_be_visible()
+
+    # A workspace role, given and shown.
+    roles.get_by_label("Where", exact=True).select_option(label=WORKSPACE)
+    roles.get_by_label("Role", exact=True).select_option(label="Editor")
+    roles.get_by_role("button", name="Give role").click()
+    editor = roles.locator(f"tr[data-key='Editor@{WORKSPACE}']")
+    expect(editor.locator("td[data-col='through']")).to_have_text("directly")
+    assert user_roles(master, uid) == {("Editor", wid, "direct")}
+
+    # Cluster-wide: the admin flag, shown as ClusterAdmin, and taken back.
+    roles.get_by_label("Where", exact=True).select_option(label="Cluster-wide")
+    expect(roles.get_by_label("Role", exact=True)).to_have_value("")
+    expect(roles.get_by_label("Role", exact=True).locator("option")).to_have_text(["ClusterAdmin"])
+    roles.get_by_role("button", name="Give role").click()
+    cluster = page.locator("#user-roles tr[data-key='ClusterAdmin@Cluster-wide']")
+    expect(cluster).to_be_visible()
+    assert user(master, NEWCOMER)["admin"] is True
+    expect(page.locator(f"#users tr[data-key='{NEWCOMER}'] td[data-col='admin']")).to_have_text(
+        "yes"
+    )
+    page.get_by_role(
+        "button", name=f"Remove role ClusterAdmin in Cluster-wide from {NEWCOMER}"
+    ).click()
+    expect(page.locator("#user-roles tr[data-key='ClusterAdmin@Cluster-wide']")).to_have_count(0)
+    assert user(master, NEWCOMER)["admin"] is False
+
+    # Taken behind the page's back: Remove shows the master's reason, and the role stays shown.
+    page.get_by_role("button", name=f"Remove role Editor in {WORKSPACE} from {NEWCOMER}").click()
+    expect(page.locator("#user-roles tr[data-key^='Editor@']")).to_have_count(0)
+    assert user_roles(master, uid) == set()
+    roles = page.locator("#user-roles")
+    roles.get_by_label("Where", exact=True).select_option(label=WORKSPACE)
+    roles.get_by_label("Role", exact=True).select_option(label="Viewer")
+    roles.get_by_role("button", name="Give role").click()
+    expect(roles.locator(f"tr[data-key='Viewer@{WORKSPACE}']")).to_be_visible()
+    httpx.post(
+        f"{master}/api/v1/roles/remove-assignments",
+        json={
+            "userRoleAssignments": [
+                {
+                    "userId": uid,
+                    "roleAssignment": {
+                        "role": {"roleId": _role_id(master, "Viewer")},
+                        "scopeWorkspaceId": wid,
+                    },
+                }
+            ]
+        },
+        headers=admin_headers(master),
+    ).raise_for_status()
+    page.get_by_role("button", name=f"Remove role Viewer in {WORKSPACE} from {NEWCOMER}").click()
+    expect(page.locator("#user-roles-error")).to_have_text(
+        f"Could not take role Viewer in {WORKSPACE} from {NEWCOMER}: user '{NEWCOMER}' does not "
+        f"have role Viewer in workspace '{WORKSPACE}' (it has none there)"
+    )
+
+    # A group's role: given on the group, shown on its member as given through it.
+    page.goto(f"{master}/#/admin/groups?group={gid}")
+    group = page.locator("#group-roles")
+    expect(group.locator("#group-roles-empty")).to_be_visible()
+    expect(
+        group.get_by_label("Where", exact=True).locator("option", has_text="Cluster-wide")
+    ).to_have_count(0)
+    expect(page.locator("#group-roles-note")).to_contain_text("no cluster-wide group role")
+    group.get_by_label("Where", exact=True).select_option(label=WORKSPACE)
+    group.get_by_label("Role", exact=True).select_option(label="Member")
+    group.get_by_role("button", name="Give role").click()
+    expect(group.locator(f"tr[data-key='Member@{WORKSPACE}']")).to_be_visible()
+    assert user_roles(master, uid) == {("Member", wid, str(gid))}
+    page.screenshot(path=str(artifacts / "56-admin-group-roles.png"), full_page=True)
+    page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={uid}")
+    through = page.locator(f"#user-roles tr[data-key='Member@{WORKSPACE}']")
+    expect(through.locator("td[data-col='through']")).to_have_text("through group ui-team")
+    expect(through.get_by_role("button")).to_have_count(0)
+    page.screenshot(path=str(artifacts / "57-admin-user-roles.png"), full_page=True)
+
+    page.goto(f"{master}/#/admin/groups?group={gid}")
+    page.get_by_role("button", name=f"Remove role Member in {WORKSPACE} from ui-team").click()
+    expect(page.locator("#group-roles-empty")).to_be_visible()
+    assert user_roles(master, uid) == set()
+
+
+def _role_id(url: str, name: str) -> int:
+    """The id of role ``name`` (``POST /roles/search``)."""
+    answer = httpx.post(f"{url}/api/v1/roles/search", json={}, headers=admin_headers(url))
+    assert answer.status_code == 200, answer.text
+    return next(int(r["roleId"]) for r in answer.json()["roles"] if r["name"] == name)
+
+
+def test_the_admin_pages_fit_a_phone(page: Page, master: str, artifacts: Path) -> None:
+    """At 390 px the users table, a user's panel with their roles and the groups page do not
+    make the page scroll sideways (wide tables scroll in their own boxes)."""
+    from playwright.sync_api import expect
+
+    ids = _ensure(master)
+    page.set_viewport_size({"width": 390, "height": 900})
+    sign_in(page, master)
+    for address, shown in (
+        (f"#/admin/users?user={ids['user']}", "#user-roles form"),
+        (f"#/admin/groups?group={ids['group']}", "#group-roles form"),
+    ):
+        page.goto(f"{master}/{address}")
+        expect(page.locator(shown)).to_be_visible()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{address} is {width} px wide"
+    page.screenshot(path=str(artifacts / "58-admin-groups-390px.png"), full_page=True)
+    page.goto(f"{master}/#/admin/users?user={ids['user']}")
+    expect(page.locator("#user-roles form")).to_be_visible()
+    page.screenshot(path=str(artifacts / "59-admin-users-390px.png"), full_page=True)

@@ -1,16 +1,19 @@
 // #/admin/users and #/admin/groups: the cluster's users and user groups, for admins (the header's
 // Admin link shows only for them; anyone else opening the address is told only administrators
-// manage users). Users: GET /users (by username), POST /users (with a password), PATCH
-// /users/ID {active} or {admin}, POST /users/ID/password. Groups: POST /groups/search, POST
-// /groups, GET /groups/ID (members), PUT /groups/ID {addUsers, removeUsers}, DELETE /groups/ID
-// (after confirm). Every refusal is shown by the form or table it came from, with the master's
-// reason (a taken username, the last active admin, a too short password).
+// manage users). Users: GET /users (by username; searched by name and paged, both kept in the
+// address: ?q=&page=), POST /users (with a password), PATCH /users/ID {active}, {admin} or
+// {displayName}, POST /users/ID/password; a user's Edit opens their panel (?user=ID: display name
+// and roles, AdminRoles.tsx). Groups: POST /groups/search, POST /groups, GET /groups/ID
+// (members), PUT /groups/ID {addUsers, removeUsers}, DELETE /groups/ID (after confirm), and the
+// open group's roles. Every refusal is shown by the form or table it came from, with the master's
+// reason (a taken username, the last active admin, a too short password, a role it lacks).
 import { useState } from "react";
 import { Link, Navigate, useParams } from "react-router-dom";
 import * as api from "../api";
-import { useHashQuery, usePoll, useShell } from "../app";
+import { isApiError, useHashQuery, usePoll, useShell } from "../app";
 import { LabelledSelect, Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
+import { RolesPanel } from "./AdminRoles";
 import "./admin.css";
 
 interface User { id: number; username: string; displayName?: string | null; admin: boolean; active: boolean; remote?: boolean }
@@ -21,6 +24,16 @@ interface GroupDetails { groupId: number; name: string; users?: User[] }
 const SECTIONS: [string, string][] = [["users", "Users"], ["groups", "Groups"]];
 
 const yes = (b: boolean): string => (b ? "yes" : "no");
+
+/** Users per page of the Users table. */
+const PAGE_SIZE = 20;
+
+/** The Users table's request: sorted by username, filtered by `q`, page `page` (from 0). */
+const usersPath = (q: string, page: number): string => {
+  const params = new URLSearchParams({ sortBy: "SORT_BY_USER_NAME", orderBy: "ORDER_BY_ASC", offset: String(page * PAGE_SIZE), limit: String(PAGE_SIZE) });
+  if (q.trim()) params.set("name", q.trim());
+  return `/users?${params.toString()}`;
+};
 
 /** Runs `action`; a refusal goes to `setError` (the shell handles a 401 or a network error). */
 function useAction(setError: (message: string) => void) {
@@ -76,6 +89,11 @@ export function AdminPage() {
 
 function UsersSection() {
   const { toast } = useShell();
+  const [query, setQuery] = useHashQuery((q) => { setSearch(q.get("q") ?? ""); setOpen(q.get("user") ?? ""); });
+  const [search, setSearch] = useState(query.get("q") ?? "");
+  const [open, setOpen] = useState(query.get("user") ?? "");  // the user whose panel shows
+  const page = Math.max(0, Number(query.get("page") ?? "1") - 1) || 0;
+  const [total, setTotal] = useState(0);
   const [users, setUsers] = useState<User[] | null>(null);
   const [form, setForm] = useState({ username: "", displayName: "", password: "", admin: false });
   const [reset, setReset] = useState({ user: "", password: "" });
@@ -86,10 +104,20 @@ function UsersSection() {
   const act = useAction(setRowError);
   const setPassword = useAction(setResetError);
 
+  const q = query.get("q") ?? "";
   const refresh = usePoll(async (signal) => {
-    const answer = await api.get<{ users?: User[] }>("/users?sortBy=SORT_BY_USER_NAME&orderBy=ORDER_BY_ASC", signal);
-    if (!signal.aborted) setUsers(answer.users ?? []);
-  }, "users");
+    const answer = await api.get<{ users?: User[]; pagination?: { total?: number } }>(usersPath(q, page), signal);
+    if (signal.aborted) return;
+    setUsers(answer.users ?? []);
+    setTotal(answer.pagination?.total ?? 0);
+  }, `users ${q} ${page}`);
+  const go = (next: { q?: string; page?: number; user?: string }): void => {
+    const user = next.user ?? open;
+    const shown = (next.page ?? page) + 1;
+    setQuery({ q: next.q ?? q, page: shown === 1 ? "" : String(shown), user });
+    setOpen(user);
+  };
+  const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
 
   const submit = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
@@ -123,7 +151,17 @@ function UsersSection() {
   return (
     <>
       <h2 id="users-title">Users</h2>
-      {users === null ? <p className="empty">Loading…</p> : (
+      <form className="controls" id="users-search" role="search" aria-label="Search users"
+        onSubmit={(e) => { e.preventDefault(); go({ q: search, page: 0 }); }}>
+        <Field id="users-q" label="Search">
+          <input id="users-q" type="search" size={18} placeholder="Username or display name" value={search}
+            onChange={(e) => setSearch(e.target.value)} />
+        </Field>
+        <button type="submit">Search</button>
+      </form>
+      {users === null ? <p className="empty">Loading…</p> : users.length === 0 ? (
+        <p className="empty" id="users-empty">{q ? `No user matches “${q}”.` : "No users."}</p>
+      ) : (
         <Table id="users" labelledBy="users-title" columns={["Username", "Display name", "Admin", "Active", "Actions"]}>
           {users.map((u) => (
             <tr key={u.id} data-key={u.username} data-id={u.id}>
@@ -142,12 +180,24 @@ function UsersSection() {
                     u.admin ? `${u.username} is no longer an admin` : `${u.username} is now an admin`)}>
                   {u.admin ? "Remove admin" : "Make admin"}
                 </button>
+                <button type="button" data-action="edit" aria-label={`Edit ${u.username}`} aria-pressed={String(u.id) === open}
+                  onClick={() => go({ user: String(u.id) === open ? "" : String(u.id) })}>
+                  Edit
+                </button>
               </td>
             </tr>
           ))}
         </Table>
       )}
+      <nav className="pager" aria-label="Users pages" id="users-pager">
+        <button type="button" disabled={page === 0} onClick={() => go({ page: page - 1 })}>Previous</button>
+        <span id="users-range">
+          {total === 0 ? "0 users" : `${page * PAGE_SIZE + 1}–${Math.min(total, (page + 1) * PAGE_SIZE)} of ${total} users`}
+        </span>
+        <button type="button" disabled={page + 1 >= pages} onClick={() => go({ page: page + 1 })}>Next</button>
+      </nav>
       <p className="error" role="alert" id="users-error">{rowError}</p>
+      {open && <UserPanel key={`${open} ${String((users ?? []).find((u) => String(u.id) === open)?.admin)}`} id={Number(open)} changed={refresh} close={() => go({ user: "" })} />}
 
       <h2 id="new-user-title">Create a user</h2>
       <form className="controls" id="user-form" aria-labelledby="new-user-title" onSubmit={(e) => void submit(e)}>
@@ -298,6 +348,7 @@ function GroupsSection() {
             <button type="submit" className="primary">Add member</button>
           </form>
           <p className="error" role="alert" id="members-error">{memberError}</p>
+          <RolesPanel holder={{ kind: "group", id: details.groupId, name: details.name }} after={() => undefined} />
         </section>
       )}
 
@@ -310,5 +361,75 @@ function GroupsSection() {
       </form>
       <p className="error" role="alert" id="group-error">{createError}</p>
     </>
+  );
+}
+
+/** One user's panel (?user=ID): their display name, and their roles. */
+function UserPanel({ id, changed, close }: { id: number; changed: () => void; close: () => void }) {
+  const { toast } = useShell();
+  const [u, setU] = useState<User | null>(null);
+  const [missing, setMissing] = useState(false);
+  const [name, setName] = useState("");
+  const [error, setError] = useState("");
+  const [password, setPassword] = useState("");
+  const [passwordError, setPasswordError] = useState("");
+  const save = useAction(setError);
+  const savePassword = useAction(setPasswordError);
+  const refresh = usePoll(async (signal) => {
+    const answer = await api.get<{ user: User }>(`/users/${id}`, signal).catch((err: unknown) => {
+      if (isApiError(err, 404)) return null;
+      throw err;
+    });
+    if (signal.aborted) return;
+    if (answer === null) { setMissing(true); return false; }
+    setU(answer.user);
+    setName(answer.user.displayName ?? "");
+    return false;
+  }, String(id));
+  if (missing) {
+    return (
+      <section id="user-panel">
+        <p className="empty" id="user-missing">There is no user {id}. <button type="button" onClick={close}>Close</button></p>
+      </section>
+    );
+  }
+  if (!u) return <section id="user-panel"><p className="empty">Loading…</p></section>;
+  const submit = async (event: React.FormEvent): Promise<void> => {
+    event.preventDefault();
+    if (await save(`rename ${u.username}`, () => api.call("PATCH", `/users/${u.id}`, { displayName: name.trim() }))) {
+      toast(name.trim() ? `${u.username} is now shown as ${name.trim()}` : `${u.username} has no display name now`);
+      refresh();
+      changed();
+    }
+  };
+  return (
+    <section id="user-panel" aria-labelledby="user-panel-title" data-user={u.username}>
+      <h2 id="user-panel-title">{u.displayName ? `${u.displayName} (${u.username})` : u.username}</h2>
+      <form className="controls" id="display-name-form" aria-label={`Display name of ${u.username}`} onSubmit={(e) => void submit(e)}>
+        <Field id="edit-display-name" label="Display name">
+          <input id="edit-display-name" type="text" size={20} value={name} onChange={(e) => setName(e.target.value)} />
+        </Field>
+        <button type="submit" className="primary">Save name</button>
+        <button type="button" onClick={close}>Close</button>
+      </form>
+      <p className="error" role="alert" id="display-name-error">{error}</p>
+      <form className="controls" id="panel-password-form" aria-label={`Password of ${u.username}`}
+        onSubmit={(e) => {
+          e.preventDefault();
+          void savePassword(`set the password of ${u.username}`, () => api.post(`/users/${u.id}/password`, { password })).then((ok) => {
+            if (!ok) return;
+            toast(`The password of ${u.username} is changed; their sessions are signed out`);
+            setPassword("");
+          });
+        }}>
+        <Field id="panel-password" label={`New password for ${u.username}`}>
+          <input id="panel-password" type="password" size={16} autoComplete="new-password" value={password}
+            onChange={(e) => setPassword(e.target.value)} />
+        </Field>
+        <button type="submit" className="primary">Set password</button>
+      </form>
+      <p className="error" role="alert" id="panel-password-error">{passwordError}</p>
+      <RolesPanel holder={{ kind: "user", id: u.id, name: u.username, admin: u.admin }} after={() => { refresh(); changed(); }} />
+    </section>
   );
 }

@@ -15,8 +15,9 @@ import { CheckpointsPanel } from "../components/CheckpointsPanel";
 import { Summary, useTitle } from "../components/common";
 import { ExperimentCauseBanner } from "../components/RunCause";
 import { fmt, isTerminal, short, when } from "../format";
-import type { Experiment, Trial } from "../wire";
+import type { Trial } from "../wire";
 import { CodeTab } from "./experiment/CodeTab";
+import { ContinueForkActions, type Forkable } from "./experiment/ContinueFork";
 import { ConfigTab, EditExperiment, NotesTab } from "./experiment/Details";
 import { HyperparametersTab } from "./experiment/HyperparametersTab";
 import { Overview } from "./experiment/Overview";
@@ -29,7 +30,7 @@ export const TABS: [string, string][] = [
 ];
 
 /** The experiment as this page reads it (fields the shared wire type leaves out). */
-type Full = Experiment & { description?: string | null; notes?: string };
+type Full = Forkable & { description?: string | null; notes?: string };
 
 /** Trials read per poll (the page's tables and charts show at most these). */
 const TRIALS_LIMIT = 1000;
@@ -102,6 +103,7 @@ function ExperimentView({ id }: { id: number }) {
     ["Best trial", e.bestTrialId == null ? "–" : String(e.bestTrialId)],
     ["Labels", (e.labels ?? []).join(", ") || "–"],
     ["User", e.username ?? ""], ["Started", when(e.startTime)], ["Ended", when(e.endTime)],
+    ...(e.forkedFrom ? [["Forked from", `experiment ${e.forkedFrom}`] as [string, string]] : []),
   ] : [];
   // The overview's choices (group, metric, hyperparameter) stay in the query across tabs.
   const to = (path: string): string => `/experiments/${id}${path ? `/${path}` : ""}${location.search}`;
@@ -115,9 +117,10 @@ function ExperimentView({ id }: { id: number }) {
       {e?.description && <p id="description">{e.description}</p>}
       <Summary facts={facts} />
       {e && (
-        <div className="actions">
+        <div className="actions experiment-actions">
           <ExperimentActions id={id} state={e.state} after={refresh} />
           <button type="button" id="edit-toggle" aria-expanded={editing} onClick={() => setEditing(!editing)}>Edit</button>
+          <ContinueForkActions e={e} after={refresh} />
         </div>
       )}
       {e && editing && (

@@ -155,6 +155,17 @@ def fill_images(config: dict[str, Any], archive: bytes | None) -> list[str]:
     return notices
 
 
+def _parent_archive(session: Session, owner: User, parent_id: int) -> bytes:
+    """The model definition of experiment ``parent_id``, which a fork without files of its own
+    runs (as Determined's web UI forks: the edited config and ``parentId``, no files). The
+    caller must be able to see the parent; 404 when there is none."""
+    parent = session.get(Experiment, parent_id)
+    if parent is None:
+        raise NotFoundError(f"experiment {parent_id} (the one to fork) not found")
+    policy.require_view_experiment(session, owner, parent)
+    return parent.model_definition or b""
+
+
 def create_experiment(
     session: Session,
     settings: MasterSettings,
@@ -172,10 +183,14 @@ def create_experiment(
 ) -> CreatedExperiment:
     """Validate and store a new experiment (ACTIVE if ``activate``, else PAUSED); the owner
     needs a member role or more in the project's workspace (:mod:`stalwart.master.policy`).
-    ``template``: a config template's settings, merged under the config. ``unmanaged``: the
+    ``template``: a config template's settings, merged under the config. ``parent_id``: a
+    fork; with no files of its own it gets the parent's model definition. ``unmanaged``: the
     SDK's detached mode (:mod:`stalwart.master.services.unmanaged`): always PAUSED, never
     checkpoint-collected by the master, found again by ``external_experiment_id``."""
-    archive = build_archive(model_definition, max_bytes=settings.limits.max_model_definition_bytes)
+    files = list(model_definition)
+    archive = build_archive(files, max_bytes=settings.limits.max_model_definition_bytes)
+    if parent_id is not None and not files:
+        archive = _parent_archive(session, owner, parent_id)
     project = session.get(Project, project_id or 1)
     if project is None:
         raise NotFoundError(f"project {project_id} not found")
