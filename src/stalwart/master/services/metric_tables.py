@@ -13,11 +13,15 @@ Contract (:func:`metrics_table`):
   infinities), a nested type for objects and lists of one shape, and else (values of mixed
   kinds, e.g. numbers and strings) a string column holding each value's JSON text. A report
   without the metric has a null there.
-- The stored JSON text of each report is parsed by Arrow's C++ JSON reader in batches
-  (:data:`BATCH` reports); no Python object is built per report unless a batch mixes kinds,
-  which then takes the per-report path for the whole table.
+- The database writes each report as one JSON line (fixed fields and the stored metrics text,
+  :func:`~stalwart.master.services.metrics.iter_report_lines`) and Arrow's C++ JSON reader
+  parses :data:`BATCH` lines at a time into typed columns: no Python object per report or per
+  value (converting Python values would also make pyarrow import pandas on first use, about a
+  second). A batch whose metric mixes kinds makes Arrow refuse it; then the whole table is
+  decoded in Python.
 - The table is built in memory (about 8 bytes per point plus the batch being parsed); the
-  NDJSON stream is the path for reads that must not be held at once.
+  NDJSON stream is the path for reads that must not be held at once. pyarrow is imported on
+  first use, not with the master.
 """
 
 from __future__ import annotations
@@ -25,17 +29,19 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+import typing
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.json as pa_json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Trial
 from stalwart.master.services import metrics as metrics_svc
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "ARROW_STREAM",
@@ -54,20 +60,19 @@ BATCH = 50_000
 
 FIXED_COLUMNS = ("trial_id", "trial_run_id", "steps_completed", "report_time")
 
-_TIME = pa.timestamp("us", tz="UTC")
-_FIXED_SCHEMA = pa.schema(
-    [
-        ("trial_id", pa.int64()),
-        ("trial_run_id", pa.int64()),
-        ("steps_completed", pa.int64()),
-        ("report_time", _TIME),
-    ]
-)
 # A stored non-finite marker in value position (after a structural colon or in an array);
 # Arrow's JSON reader reads the bare words as IEEE values.
 _MARKER = re.compile(rb'([:\[,]\s*)"(NaN|Infinity|-Infinity)"')
-_MARKERS = (b'"NaN"', b'Infinity"')
+_MARKERS = (b"NaN", b"Infinity")
+"""What a batch holding a marker contains (a cheap test before the regular expression: a
+pattern ending in a quote would make ``in`` slow on JSON, where quotes are everywhere)."""
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+_METRICS = "m"
+"""The field of a report's line that holds its metrics."""
+
+
+class _MixedKindsError(Exception):
+    """Arrow refused a batch (a metric of mixed kinds): take the per-report path."""
 
 
 def experiment_trial_ids(session: Session, experiment_id: int) -> list[int]:
@@ -81,70 +86,93 @@ def metrics_table(
 ) -> pa.Table:
     """The trials' reports of ``group`` as one table (see the module contract), read and parsed
     ``batch`` reports at a time."""
-    fixed: list[pa.Table] = []
-    texts: list[list[str | None]] = []
-    for rows in metrics_svc.iter_metrics_text(sessions, trial_ids, group, batch):
-        columns, batch_texts = _fixed_columns(rows)
-        fixed.append(columns)
-        texts.append(batch_texts)
-    if not fixed:
-        return _FIXED_SCHEMA.empty_table()
+    import pyarrow as pa
+
+    batches = list(metrics_svc.iter_report_lines(sessions, trial_ids, group, batch))
+    if not batches:
+        return _fixed_schema().empty_table()
     try:
-        parsed = [_parse_fast(batch) for batch in texts]
-        values = pa.concat_tables(parsed, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        values = _parse_slow([text for batch in texts for text in batch])
-    table = pa.concat_tables(fixed)
-    for name, column in zip(values.column_names, values.columns, strict=True):
-        table = table.append_column(_column_name(name), column)
+        parsed = [_parse_fast(lines) for lines in batches]
+        table = pa.concat_tables(parsed, promote_options="permissive")
+    except (_MixedKindsError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        table = _parse_slow([line for lines in batches for line in lines])
     return table
 
 
 def ipc_stream(table: pa.Table) -> bytes:
     """``table`` as an Arrow IPC stream (what ``pyarrow.ipc.open_stream`` reads)."""
+    import pyarrow as pa
+
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=BATCH)
     return sink.getvalue()
 
 
-def _fixed_columns(rows: Sequence[metrics_svc.MetricsTextRow]) -> tuple[pa.Table, list[Any]]:
-    """The batch's fixed columns, and its metrics texts."""
-    trial_ids, run_ids, steps, times, texts = zip(*rows, strict=True)
-    if isinstance(times[0], str):  # SQLite's stored text, UTC
-        time_column = pa.array(times, pa.string()).cast(pa.timestamp("us")).cast(_TIME)
-    else:  # PostgreSQL: microseconds since the epoch
-        time_column = pa.array(times, pa.int64()).cast(_TIME)
-    columns: list[pa.Array[Any]] = [
-        pa.array(ids, pa.int64()) for ids in (trial_ids, run_ids, steps)
-    ]
-    columns.append(time_column)
-    return pa.Table.from_arrays(columns, schema=_FIXED_SCHEMA), list(texts)
+def _fixed_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("trial_id", pa.int64()),
+            ("trial_run_id", pa.int64()),
+            ("steps_completed", pa.int64()),
+            ("report_time", pa.timestamp("us", tz="UTC")),
+        ]
+    )
 
 
-def _parse_fast(texts: Sequence[str | None]) -> pa.Table:
-    """One batch's metrics JSON through Arrow's reader (raises ArrowInvalid on mixed kinds)."""
-    blob = "\n".join([text or "{}" for text in texts]).encode()
+def _parse_fast(lines: Sequence[str]) -> pa.Table:
+    """One batch of report lines through Arrow's reader: the fixed columns, then the metrics
+    (raises ArrowInvalid, or :class:`_MixedKindsError`, on a metric of mixed kinds)."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    blob = "\n".join(lines).encode()
     if any(marker in blob for marker in _MARKERS):
         blob = _MARKER.sub(rb"\1\2", blob)
-    options = pa_json.ReadOptions(block_size=max(len(blob) + 1, 1 << 20))
-    table = pa_json.read_json(io.BytesIO(blob), read_options=options)
-    if table.num_rows != len(texts):  # only empty objects: Arrow reads no columns, no rows
-        return _empty_rows(len(texts))
-    return table
+    read = pa_json.ReadOptions(block_size=max(len(blob) + 1, 1 << 20))
+    schema = _fixed_schema()
+    naive = schema.set(3, pa.field("report_time", pa.timestamp("us")))  # the text is UTC
+    parse = pa_json.ParseOptions(explicit_schema=naive, unexpected_field_behavior="infer")
+    table = pa_json.read_json(io.BytesIO(blob), read_options=read, parse_options=parse)
+    if table.num_rows != len(lines):  # a stored text with a raw line break
+        raise _MixedKindsError
+    times = table.column("report_time").cast(schema.field("report_time").type)
+    columns = [table.column(name).combine_chunks() for name in FIXED_COLUMNS[:3]]
+    columns.append(times.combine_chunks())
+    names = list(FIXED_COLUMNS)
+    if _METRICS in table.column_names:
+        metrics = typing.cast("pa.StructArray", table.column(_METRICS).combine_chunks())
+        for index in range(metrics.type.num_fields):
+            columns.append(metrics.field(index))
+            names.append(_column_name(metrics.type.field(index).name))
+    return pa.Table.from_arrays(columns, names=names)
 
 
-def _parse_slow(texts: Iterable[str | None]) -> pa.Table:
+def _parse_slow(lines: Sequence[str]) -> pa.Table:
     """Every report decoded in Python; a column mixing kinds becomes the values' JSON text."""
-    rows = [json.loads(text) if text else {} for text in texts]
+    import pyarrow as pa
+
+    rows = [json.loads(line) for line in lines]
+    reports = [row.get(_METRICS) or {} for row in rows]
     names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
-    columns = {name: _column([row.get(name) for row in rows]) for name in names}
-    return pa.table(columns) if columns else _empty_rows(len(rows))
+    for report in reports:
+        names.update(dict.fromkeys(report))
+    schema = _fixed_schema()
+    fixed = {
+        name: pa.array([row[name] for row in rows], schema.field(name).type)
+        for name in FIXED_COLUMNS[:3]
+    }
+    times = pa.array([row["report_time"] for row in rows], pa.string())
+    fixed["report_time"] = times.cast(pa.timestamp("us")).cast(schema.field("report_time").type)
+    metric_columns = {_column_name(n): _column([r.get(n) for r in reports]) for n in names}
+    return pa.table({**fixed, **metric_columns})
 
 
 def _column(values: list[Any]) -> pa.Array[Any]:
+    import pyarrow as pa
+
     present = [v for v in values if v is not None]
     if all(_is_number(v) or (isinstance(v, str) and v in _SPECIAL) for v in present):
         if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
@@ -161,10 +189,6 @@ def _column(values: list[Any]) -> pa.Array[Any]:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _empty_rows(count: int) -> pa.Table:
-    return pa.table({"_": pa.nulls(count)}).drop_columns(["_"])
 
 
 def _column_name(name: str) -> str:

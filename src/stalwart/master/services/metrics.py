@@ -74,14 +74,13 @@ __all__ = [
     "TRAINING",
     "VALIDATION",
     "MetricsInput",
-    "MetricsTextRow",
     "ReportResult",
     "ReportRow",
     "SeriesPoint",
     "ValidationSummary",
     "downsample_lttb",
     "ingest_lock",
-    "iter_metrics_text",
+    "iter_report_lines",
     "iter_report_rows",
     "lock_validations",
     "lttb_indices",
@@ -692,43 +691,44 @@ def iter_report_rows(
             last = rows[-1]
 
 
-MetricsTextRow = tuple[int, int, int, "str | int", str | None]
-"""A stored report for the columnar export, as the database driver answers it:
-``(trial_id, trial_run_id, steps_completed, report_time, metrics)``. ``report_time`` is the
-stored text on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC) and microseconds since the epoch
-on PostgreSQL; ``metrics`` is the stored JSON text."""
-
-_METRICS_TEXT_SQL = {
+_LINE_HEAD = (
+    """'{"trial_id":' || trial_id || ',"trial_run_id":' || trial_run_id"""
+    """ || ',"steps_completed":' || steps_completed || ',"report_time":"' || """
+)
+_REPORT_LINE_SQL = {
     "sqlite": (
-        "SELECT trial_id, trial_run_id, steps_completed, report_time, metrics "
+        f"SELECT {_LINE_HEAD}report_time || '\",\"m\":' || coalesce(metrics, '{{}}') || '}}' "
         'FROM metric_reports WHERE trial_id = ? AND "group" = ? AND NOT archived '
         "ORDER BY steps_completed, id"
     ),
     "postgresql": (
-        "SELECT trial_id, trial_run_id, steps_completed, "
-        "(extract(epoch FROM report_time) * 1000000)::bigint, metrics::text "
+        f"SELECT {_LINE_HEAD}"
+        "to_char(report_time AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || "
+        "'\",\"m\":' || coalesce(metrics::text, '{}') || '}' "
         'FROM metric_reports WHERE trial_id = %s AND "group" = %s AND NOT archived '
         "ORDER BY steps_completed, id"
     ),
 }
 
 
-def iter_metrics_text(
+def iter_report_lines(
     sessions: SessionFactory, trial_ids: Sequence[int], group: str, batch: int
-) -> Iterator[list[MetricsTextRow]]:
-    """The trials' live reports of ``group``, trial by trial in step order, in lists of at
-    most ``batch`` :data:`MetricsTextRow` (no per-batch metrics, no ORM rows: one query per
+) -> Iterator[list[str]]:
+    """The trials' live reports of ``group``, trial by trial in step order, as JSON lines the
+    database writes itself, in lists of at most ``batch``: ``{"trial_id": ..., "trial_run_id":
+    ..., "steps_completed": ..., "report_time": "YYYY-MM-DD HH:MM:SS.ffffff" (UTC), "m": <the
+    stored metrics text>}`` (no per-batch metrics; no ORM or driver row per value: one query per
     trial on the driver's own cursor, read ``batch`` rows at a time in one read transaction),
     for the columnar export."""
     for trial_id in trial_ids:
         with sessions() as session:
             connection = session.connection()
-            sql = _METRICS_TEXT_SQL[connection.dialect.name]
+            sql = _REPORT_LINE_SQL[connection.dialect.name]
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql, (trial_id, group))
                 while rows := cursor.fetchmany(batch):
-                    yield typing.cast("list[MetricsTextRow]", rows)
+                    yield [row[0] for row in rows]
             finally:
                 cursor.close()
 
