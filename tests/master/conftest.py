@@ -12,9 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
-from stalwart.master.app import create_app
+from stalwart.master.app import create_app, open_state
 from stalwart.master.services.passwords import client_hash
 from stalwart.master.settings import MasterSettings
+from stalwart.master.state import MasterState
 
 
 def make_settings(home: Path, **extra: Any) -> MasterSettings:
@@ -61,3 +62,14 @@ def enroll(http: httpx.Client, agent_id: str, enrollment: str) -> dict[str, str]
     token = answer.json()["agent_token"]
     assert token, answer.text
     return {AGENT_TOKEN_HEADER: str(token)}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_state(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MasterState]:
+    """A master's state (no HTTP, no cluster loop) on SQLite and on PostgreSQL in turn."""
+    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    master = open_state(MasterSettings(home=tmp_path / "home", db=db))
+    try:
+        yield master
+    finally:
+        master.engine.dispose()

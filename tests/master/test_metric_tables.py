@@ -6,33 +6,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from stalwart.master.app import open_state
 from stalwart.master.db.tables import Trial
 from stalwart.master.services.metric_tables import ipc_stream, metrics_table
 from stalwart.master.services.metrics import MetricsInput, report_metrics_many
 from stalwart.master.services.tasks import start_allocation
-from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from tests.master.running_trials import running_trials
 
 T0 = dt.datetime(2026, 12, 4, 12, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MasterState]:
-    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    master = open_state(MasterSettings(home=tmp_path / "home", db=db))
-    try:
-        yield master
-    finally:
-        master.engine.dispose()
+@pytest.fixture
+def state(db_state: MasterState) -> MasterState:
+    return db_state
 
 
 def _report(

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stalwart.master.app import open_state
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import MetricReport, MetricRollup, MetricSeries, Trial
 from stalwart.master.services import series_store
 from stalwart.master.services.metrics import MetricsInput, metric_series, report_metrics_many
 from stalwart.master.services.summary_metrics import summarize
 from stalwart.master.services.tasks import start_allocation
-from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.ui.series import SeriesCache
 from tests.master.running_trials import running_trials
@@ -29,14 +25,9 @@ from tests.master.running_trials import running_trials
 FANOUT = series_store.FANOUT
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MasterState]:
-    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    master = open_state(MasterSettings(home=tmp_path / "home", db=db))
-    try:
-        yield master
-    finally:
-        master.engine.dispose()
+@pytest.fixture
+def state(db_state: MasterState) -> MasterState:
+    return db_state
 
 
 def _trials(state: MasterState, count: int) -> list[int]:

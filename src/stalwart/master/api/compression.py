@@ -27,6 +27,8 @@ import gzip
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from stalwart.master.api.whole_body import whole_body_send
+
 __all__ = ["LEVEL", "MAX_BYTES", "MIN_BYTES", "CompressionMiddleware", "accepts_gzip"]
 
 LEVEL = 5
@@ -82,29 +84,25 @@ class CompressionMiddleware:
             and b"range" not in headers
             and accepts_gzip(headers.get(b"accept-encoding", b"").decode("latin-1"))
         )
-        held: Message | None = None
-        chunks: list[bytes] = []
+        if not wanted:
+            await self.app(scope, receive, _vary_send(send))
+            return
+        await self.app(scope, receive, whole_body_send(_vary_send(send), _compressible, _finish))
 
-        async def compressing_send(message: Message) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start":
-                if wanted and _compressible(message):
-                    held = message  # wait for the whole body
-                    return
-                await send(_with_vary(message))
-                return
-            if held is None or message["type"] != "http.response.body":
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
-                return
-            start, held = held, None
-            body = gzip.compress(b"".join(chunks), compresslevel=LEVEL, mtime=0)
-            await send(_compressed_start(start, len(body)))
-            await send({"type": "http.response.body", "body": body})
 
-        await self.app(scope, receive, compressing_send)
+def _vary_send(send: Send) -> Send:
+    """``send`` with ``Vary: Accept-Encoding`` on every answer it starts."""
+
+    async def vary_send(message: Message) -> None:
+        await send(_with_vary(message) if message["type"] == "http.response.start" else message)
+
+    return vary_send
+
+
+async def _finish(send: Send, start: Message, body: bytes) -> None:
+    packed = gzip.compress(body, compresslevel=LEVEL, mtime=0)
+    await send(_compressed_start(start, len(packed)))
+    await send({"type": "http.response.body", "body": packed})
 
 
 def _compressible(start: Message) -> bool:
@@ -142,4 +140,4 @@ def _compressed_start(start: Message, length: int) -> Message:
             value = b"W/" + value
         headers.append((name, value))
     headers += [(b"content-encoding", b"gzip"), (b"content-length", str(length).encode())]
-    return {**start, "headers": _vary(headers)}
+    return {**start, "headers": headers}

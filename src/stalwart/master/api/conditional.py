@@ -24,6 +24,8 @@ import hashlib
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from stalwart.master.api.whole_body import whole_body_send
+
 __all__ = ["ConditionalGetMiddleware", "etag_of", "matches"]
 
 _JSON = b"application/json"
@@ -62,25 +64,8 @@ class ConditionalGetMiddleware:
             await self.app(scope, receive, send)
             return
         asked = b", ".join(v for k, v in scope["headers"] if k == b"if-none-match")
-        held: Message | None = None
-        chunks: list[bytes] = []
 
-        async def conditional_send(message: Message) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start":
-                if _eligible(message):
-                    held = message  # wait for the whole body
-                    return
-                await send(message)
-                return
-            if held is None or message["type"] != "http.response.body":
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
-                return
-            start, held = held, None
-            body = b"".join(chunks)
+        async def finish(send: Send, start: Message, body: bytes) -> None:
             etag = etag_of(body)
             headers = [*start.get("headers", []), (b"etag", etag.encode())]
             headers.append((b"cache-control", b"no-cache"))
@@ -92,7 +77,7 @@ class ConditionalGetMiddleware:
             await send({**start, "headers": headers})
             await send({"type": "http.response.body", "body": body})
 
-        await self.app(scope, receive, conditional_send)
+        await self.app(scope, receive, whole_body_send(send, _eligible, finish))
 
 
 _BODY_HEADERS = frozenset({b"content-length", b"content-type"})
