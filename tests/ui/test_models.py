@@ -6,7 +6,14 @@ label (kept in the hash), archived ones only when asked; its page shows descript
 metadata and notes; a checkpoint registered by UUID becomes version 1 (with its trial) and a
 wrong UUID is refused with the master's reason; Delete (after confirm) removes a version. A
 missing model says so; a user without a role in a model's workspace does not see it, and one who
-may see a model is shown the master's refusal when deleting a version someone else registered.
+may see a model is shown the master's refusal when deleting a version someone else registered,
+changing the model, archiving it or editing a version.
+
+Editing: a model's name, description, labels, metadata (key/value rows: values that read as
+JSON are kept typed) and notes from its page, a name another model has refused with the
+master's reason, a new name moving the page to its new address; a version's name, comment and
+notes; Archive (the page says so, Edit is disabled, the default list hides it) and Unarchive.
+At 390 px the model page with both forms open does not scroll sideways.
 """
 
 from __future__ import annotations
@@ -125,6 +132,178 @@ def test_models_pages(page: Page, cluster: LocalCluster, asha: Experiment, artif
     assert api(url, "GET", "/models/ui-mnist/versions")["modelVersions"] == []
 
 
+def completed_checkpoint(url: str, asha: Experiment) -> str:
+    """The UUID of a COMPLETED checkpoint of the ASHA search."""
+    checkpoints = api(url, "GET", f"/experiments/{asha.id}/checkpoints")["checkpoints"]
+    return str(next(c["uuid"] for c in checkpoints if c["state"] == "STATE_COMPLETED"))
+
+
+def test_editing_a_model(
+    page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
+) -> None:
+    """Edit a model's fields, rename it (a taken name refused), edit a version, archive and
+    unarchive; each change checked through the API."""
+    from playwright.sync_api import expect
+
+    url = cluster.url
+    api(
+        url,
+        "POST",
+        "/models",
+        {
+            "name": "ui-edit",
+            "description": "old",
+            "labels": ["a"],
+            "metadata": {"framework": "torch", "layers": 3},
+            "notes": "first notes",
+        },
+    )
+    api(url, "POST", "/models", {"name": "ui-edit-taken"})
+    uuid = completed_checkpoint(url, asha)
+    api(url, "POST", "/models/ui-edit/versions", {"checkpointUuid": uuid, "name": "v-one"})
+
+    sign_in(page, url)
+    page.goto(f"{url}/#/models/ui-edit")
+    expect(page.get_by_role("heading", name="Model ui-edit")).to_be_visible()
+    page.get_by_role("button", name="Edit model").click()
+    form = page.locator("#model-edit")
+    expect(form.get_by_label("Description")).to_have_value("old")
+    expect(form.get_by_label("Labels (comma-separated)")).to_have_value("a")
+    expect(form.get_by_label("Metadata key 1")).to_have_value("framework")
+    expect(form.get_by_label("Metadata value 1")).to_have_value("torch")
+    expect(form.get_by_label("Metadata key 2")).to_have_value("layers")
+    expect(form.get_by_label("Metadata value 2")).to_have_value("3")
+    expect(form.get_by_label("Notes")).to_have_value("first notes")
+
+    form.get_by_label("Description").fill("digits, retrained")
+    form.get_by_label("Labels (comma-separated)").fill("prod, vision , v2")
+    form.get_by_role("button", name="Remove metadata row 1").click()
+    expect(form.get_by_label("Metadata key 1")).to_have_value("layers")
+    form.get_by_label("Metadata value 1").fill("4")
+    form.get_by_role("button", name="Add a key").click()
+    form.get_by_label("Metadata key 2").fill("source")
+    form.get_by_label("Metadata value 2").fill("the UI")
+    form.get_by_role("button", name="Add a key").click()
+    form.get_by_label("Metadata key 3").fill("source")
+    form.get_by_label("Metadata value 3").fill("[28, 28]")
+    form.get_by_label("Notes").fill("# MNIST\nretrained on more digits")
+    # a key given twice is refused in the page
+    form.get_by_role("button", name="Save model").click()
+    expect(page.locator("#model-edit-error")).to_have_text(
+        "The metadata key “source” is given twice."
+    )
+    form.get_by_label("Metadata key 3").fill("shape")
+    page.screenshot(path=str(artifacts / "70-model-edit.png"), full_page=True)
+    form.get_by_role("button", name="Save model").click()
+    expect(page.locator("#toast")).to_contain_text("Saved model ui-edit")
+    expect(page.locator("#model-edit")).to_have_count(0)
+    expect(page.locator('dd[data-field="Description"]')).to_have_text("digits, retrained")
+    expect(page.locator('dd[data-field="Labels"]')).to_have_text("prod, vision, v2")
+    expect(page.locator("#model-metadata tbody tr")).to_have_count(3)
+    expect(page.locator('#model-metadata tr[data-key="shape"] td').nth(1)).to_have_text("[28,28]")
+    expect(page.locator("#model-notes")).to_have_text("# MNIST\nretrained on more digits")
+    held = api(url, "GET", "/models/ui-edit")["model"]
+    assert held["description"] == "digits, retrained"
+    assert held["labels"] == ["prod", "vision", "v2"]
+    assert held["metadata"] == {"layers": 4, "source": "the UI", "shape": [28, 28]}
+    assert held["notes"] == "# MNIST\nretrained on more digits"
+
+    # a name another model has: the master's reason; a new one moves the page
+    page.get_by_role("button", name="Edit model").click()
+    page.locator("#model-edit").get_by_label("Name").fill("ui-edit-taken")
+    page.get_by_role("button", name="Save model").click()
+    expect(page.locator("#model-edit-error")).to_have_text(
+        "Could not change model ui-edit: a model named 'ui-edit-taken' already exists: "
+        "choose another name"
+    )
+    page.locator("#model-edit").get_by_label("Name").fill("ui-edited")
+    page.get_by_role("button", name="Save model").click()
+    expect(page).to_have_url(f"{url}/#/models/ui-edited")
+    expect(page.get_by_role("heading", name="Model ui-edited")).to_be_visible()
+    expect(page.locator('#versions tr[data-key="1"] td').nth(1)).to_have_text("v-one")
+    assert api(url, "GET", "/models/ui-edited")["model"]["metadata"]["layers"] == 4
+    gone = httpx.get(f"{url}/api/v1/models/ui-edit", headers=admin_headers(url))
+    assert gone.status_code == 404, gone.text
+
+    # a version's name, comment and notes
+    page.get_by_role("button", name="Edit version 1").click()
+    version_form = page.locator("#version-edit")
+    expect(version_form.get_by_label("Name")).to_have_value("v-one")
+    version_form.get_by_label("Name").fill("best")
+    version_form.get_by_label("Comment").fill("picked by hand")
+    version_form.get_by_label("Notes").fill("lowest validation loss")
+    version_form.get_by_role("button", name="Save version").click()
+    expect(page.locator("#toast")).to_contain_text("Saved version 1 of ui-edited")
+    expect(page.locator("#version-edit")).to_have_count(0)
+    row = page.locator('#versions tr[data-key="1"] td')
+    expect(row.nth(1)).to_have_text("best")
+    expect(row.nth(4)).to_have_text("picked by hand")
+    expect(row.nth(6)).to_have_text("lowest validation loss")
+    (version,) = api(url, "GET", "/models/ui-edited/versions")["modelVersions"]
+    assert (version["name"], version["comment"], version["notes"]) == (
+        "best",
+        "picked by hand",
+        "lowest validation loss",
+    )
+
+    # archive: said on the page, no editing, hidden from the default list; then unarchive
+    page.get_by_role("button", name="Archive model").click()
+    expect(page.locator("#toast")).to_contain_text("Archived model ui-edited")
+    expect(page.get_by_role("heading", name="Model ui-edited (archived)")).to_be_visible()
+    expect(page.locator("#model-archived")).to_contain_text("Archived")
+    expect(page.get_by_role("button", name="Edit model")).to_be_disabled()
+    assert api(url, "GET", "/models/ui-edited")["model"]["archived"] is True
+    page.screenshot(path=str(artifacts / "71-model-archived.png"), full_page=True)
+    page.goto(f"{url}/#/models")
+    names = page.locator("#models tbody tr td:nth-child(2)")
+    expect(names).to_contain_text(["ui-edit-taken"])
+    expect(page.locator("#models")).not_to_contain_text("ui-edited")
+    page.get_by_label("Show archived").check()
+    expect(names.filter(has_text="ui-edited")).to_have_text(["ui-edited (archived)"])
+    names.get_by_role("link", name="ui-edited").click()
+    page.get_by_role("button", name="Unarchive model").click()
+    expect(page.locator("#toast")).to_contain_text("Unarchived model ui-edited")
+    expect(page.locator("#model-archived")).to_have_count(0)
+    expect(page.get_by_role("button", name="Edit model")).to_be_enabled()
+    assert api(url, "GET", "/models/ui-edited")["model"]["archived"] is False
+
+
+def test_the_model_page_fits_a_phone(
+    page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
+) -> None:
+    """At 390 px the model page, with its edit form and a version's form open, does not scroll
+    sideways (the versions table scrolls in its own box)."""
+    from playwright.sync_api import expect
+
+    url = cluster.url
+    if httpx.get(f"{url}/api/v1/models/ui-phone", headers=admin_headers(url)).status_code == 404:
+        api(
+            url,
+            "POST",
+            "/models",
+            {
+                "name": "ui-phone",
+                "description": "a model looked at on a phone",
+                "labels": ["mobile", "small"],
+                "metadata": {"framework": "torch", "input_shape": [1, 28, 28]},
+                "notes": "Notes that are long enough to wrap on a narrow screen, once or twice.",
+            },
+        )
+        uuid = completed_checkpoint(url, asha)
+        api(url, "POST", "/models/ui-phone/versions", {"checkpointUuid": uuid, "name": "one"})
+    page.set_viewport_size({"width": 390, "height": 900})
+    sign_in(page, url)
+    page.goto(f"{url}/#/models/ui-phone")
+    expect(page.locator('#versions tr[data-key="1"]')).to_be_visible()
+    page.get_by_role("button", name="Edit model").click()
+    page.get_by_role("button", name="Edit version 1").click()
+    expect(page.locator("#model-edit")).to_be_visible()
+    expect(page.locator("#version-edit")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the model page is {width} px wide"
+    page.screenshot(path=str(artifacts / "72-model-390px.png"), full_page=True)
+
+
 def test_models_without_a_role(
     page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
 ) -> None:
@@ -159,3 +338,22 @@ def test_models_without_a_role(
     expect(page.locator("#version-error")).to_contain_text("Not allowed to delete version 1")
     page.screenshot(path=str(artifacts / "40-model-forbidden.png"), full_page=True)
     assert len(api(url, "GET", "/models/ui-shared/versions")["modelVersions"]) == 1
+
+    # changing the model, archiving it or editing a version: the master's refusal
+    page.get_by_role("button", name="Edit model").click()
+    page.locator("#model-edit").get_by_label("Description").fill("not mine")
+    page.get_by_role("button", name="Save model").click()
+    expect(page.locator("#model-edit-error")).to_contain_text(
+        f"Not allowed to change model ui-shared: user {OUTSIDER} cannot change model 'ui-shared'"
+    )
+    page.get_by_role("button", name="Archive model").click()
+    expect(page.locator("#model-error")).to_contain_text(
+        f"Not allowed to archive model ui-shared: user {OUTSIDER} cannot change model"
+    )
+    page.get_by_role("button", name="Edit version 1").click()
+    page.locator("#version-edit").get_by_label("Notes").fill("not mine either")
+    page.get_by_role("button", name="Save version").click()
+    expect(page.locator("#version-edit-error")).to_contain_text("Not allowed to change version 1:")
+    held = api(url, "GET", "/models/ui-shared")["model"]
+    assert (held["description"], held["archived"]) == ("", False)
+    assert api(url, "GET", "/models/ui-shared/versions/1")["modelVersion"]["notes"] == ""

@@ -3,7 +3,8 @@
 
 Templates: an empty list says so; a template created from the form's YAML is listed, viewed as
 YAML, updated and deleted (after confirm), each checked through the API; YAML that is not a
-mapping is refused before it is sent; a missing template's address says so. A user without a
+mapping is refused before it is sent; a missing template's address says so; Rename in a row
+(a taken name and a user below editor refused with the master's reason). A user without a
 role in a workspace neither sees its templates nor may create one there (the master's reason is
 shown). Settings: a user changes their display name and their password (a wrong current password
 and a mistyped repetition are refused in the page), and the new password signs in.
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 OUTSIDER = "ui-outsider"
 OUTSIDER_PASSWORD = "outsider-pass-1"
+READER = "ui-reader"
+READER_PASSWORD = "reader-pass-1"
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +254,74 @@ def test_settings_page(page: Page, master: str, private_workspace: int, artifact
     expect(page.locator('dd[data-field="Display name"]')).to_have_text("Outside Person")
     gone = httpx.get(f"{master}/api/v1/me", headers={"Authorization": f"Bearer {token}"})
     assert gone.status_code == 401
+
+
+def test_renaming_a_template(
+    page: Page, master: str, private_workspace: int, artifacts: Path
+) -> None:
+    """Rename, in the template's row: a name another template has is refused with the master's
+    reason, a new one renames it (the shown template follows, the API holds it); a user who may
+    read a template but not change it is shown the master's refusal."""
+    from playwright.sync_api import expect
+
+    headers = admin_headers(master)
+    for name, config in (("ui-first", {"description": "first"}), ("ui-taken", {})):
+        made = httpx.put(
+            f"{master}/api/v1/templates/{name}", json={"config": config}, headers=headers
+        )
+        assert made.status_code == 200, made.text
+
+    sign_in(page, master)
+    page.goto(f"{master}/#/templates?name=ui-first")
+    expect(page.locator("#template-yaml")).to_have_text("description: first\n")
+    page.get_by_role("button", name="Rename template ui-first").click()
+    field = page.get_by_label("New name for template ui-first")
+    expect(field).to_have_value("ui-first")
+    expect(field).to_be_focused()
+    field.fill("ui-taken")
+    field.press("Enter")
+    expect(page.locator("#template-rename-error")).to_have_text(
+        "Could not rename template ui-first: a template named 'ui-taken' already exists"
+    )
+    assert {"ui-first", "ui-taken"} <= set(templates(master, headers))
+    page.screenshot(path=str(artifacts / "73-templates-rename-refused.png"), full_page=True)
+
+    field.fill("ui-renamed")
+    page.get_by_role("button", name="Save name").click()
+    expect(page.locator("#toast")).to_contain_text("Renamed template ui-first to ui-renamed")
+    expect(page.locator("#template-rename-error")).to_have_text("")
+    expect(page.locator('#templates tr[data-key="ui-first"]')).to_have_count(0)
+    expect(page.locator('#templates tr[data-key="ui-renamed"] td').first).to_have_text("ui-renamed")
+    expect(page).to_have_url(f"{master}/#/templates?name=ui-renamed")
+    expect(page.locator("#template-yaml")).to_have_text("description: first\n")
+    held = templates(master, headers)
+    assert "ui-first" not in held
+    assert held["ui-renamed"]["config"] == {"description": "first"}
+
+    # a user who reads workspace 1's templates but may not change them
+    made = httpx.post(
+        f"{master}/api/v1/users",
+        json={"user": {"username": READER, "active": True}, "password": READER_PASSWORD},
+        headers=headers,
+    )
+    assert made.status_code in (200, 409), made.text
+    assert "ui-renamed" in templates(master, sign_in_headers(master, READER, READER_PASSWORD))
+    page.evaluate("sessionStorage.clear()")
+    sign_in_as(page, master, READER, READER_PASSWORD)
+    page.goto(f"{master}/#/templates")
+    page.get_by_role("button", name="Rename template ui-renamed").click()
+    page.get_by_label("New name for template ui-renamed").fill("ui-mine")
+    page.get_by_role("button", name="Save name").click()
+    expect(page.locator("#template-rename-error")).to_contain_text(
+        f"Not allowed to rename template ui-renamed: user {READER} cannot change template"
+    )
+    assert "ui-renamed" in templates(master, headers)
+
+
+def sign_in_headers(url: str, username: str, password: str) -> dict[str, str]:
+    """``Authorization: Bearer`` with a fresh token of ``username``."""
+    answer = httpx.post(
+        f"{url}/api/v1/auth/login", json={"username": username, "password": password}
+    )
+    answer.raise_for_status()
+    return {"Authorization": f"Bearer {answer.json()['token']}"}

@@ -1,7 +1,8 @@
 """The Tasks page (#/tasks) against a real master and agent: commands and a notebook launched
 with the SDK are listed (kind, description, owner, state, start time, exit status), a command's
 logs show in the page, a notebook's Open link is its serviceAddress and answers, the kind
-filter is kept in the hash, and Kill stops a running command."""
+filter is kept in the hash, and Kill stops a running command; the page's form launches a
+notebook with a config template picked from the user's templates."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from stalwart.client import Client, InteractiveTask
 from stalwart.local import LocalCluster
-from tests.ui.conftest import sign_in
+from tests.ui.conftest import admin_headers, sign_in
 from tests.ui.test_pages import CONTRAST
 
 if TYPE_CHECKING:
@@ -122,30 +123,62 @@ def test_launching_a_notebook(
     page: Page, cluster: LocalCluster, client: Client, artifacts: Path
 ) -> None:
     """The Tasks page's form launches a JupyterLab notebook (0 slots: CPU only) as `det notebook
-    start` does: it is listed, becomes ready with an Open link, and is killed from its row; a
-    template that does not exist is refused with the master's reason."""
+    start` does, with the config template picked from the templates the user may read: it is
+    listed with the template's description, carries the template's settings, becomes ready with
+    an Open link, and is killed from its row; a template deleted after it was picked is refused
+    with the master's reason and leaves the picker."""
     from playwright.sync_api import expect
+
+    headers = admin_headers(cluster.url)
+    made = {
+        "ui-nb": {
+            "description": "notebook from the ui-nb template",
+            "environment": {"environment_variables": ["UI_TEMPLATE=ui-nb"]},
+        },
+        "ui-nb-gone": {"description": "soon deleted"},
+    }
+    for name, config in made.items():
+        answer = httpx.put(
+            f"{cluster.url}/api/v1/templates/{name}", json={"config": config}, headers=headers
+        )
+        assert answer.status_code == 200, answer.text
 
     sign_in(page, cluster.url)
     page.get_by_role("link", name="Tasks", exact=True).click()
     before = {t.id for t in client.list_interactive("notebook")}
+    picker = page.get_by_label("Template")
+    expect(picker.locator("option")).to_contain_text(
+        ["none", "ui-nb (workspace 1)", "ui-nb-gone (workspace 1)"]
+    )
+    expect(picker).to_have_value("")
 
-    page.get_by_label("Template").fill("no-such-template")
+    # a template deleted behind the page's back: the master's reason, and the picker forgets it
+    picker.select_option("ui-nb-gone")
+    gone = httpx.delete(f"{cluster.url}/api/v1/templates/ui-nb-gone", headers=headers)
+    assert gone.status_code == 200, gone.text
     page.get_by_role("button", name="Launch notebook").click()
-    expect(page.locator("#notebook-error")).to_contain_text("Could not launch the notebook")
+    expect(page.locator("#notebook-error")).to_have_text(
+        "Could not launch the notebook: template 'ui-nb-gone' not found"
+    )
+    expect(picker.locator('option[value="ui-nb-gone"]')).to_have_count(0)
+    expect(picker).to_have_value("")
     assert {t.id for t in client.list_interactive("notebook")} == before
 
-    page.get_by_label("Template").fill("")
-    page.get_by_label("Description", exact=True).fill("launched from the page")
+    # launched with the template: its description (the form's is empty) and its settings
+    picker.select_option("ui-nb")
     expect(page.get_by_label("Slots")).to_have_value("0")
     page.get_by_role("button", name="Launch notebook").click()
     expect(page.locator("#toast")).to_contain_text("Launched notebook")
     expect(page.locator("#notebook-error")).to_have_text("")
     (launched,) = [t for t in client.list_interactive("notebook") if t.id not in before]
-    assert launched.description == "launched from the page"
+    assert launched.description == "notebook from the ui-nb template"
+    stored = httpx.get(f"{cluster.url}/api/v1/notebooks/{launched.id}", headers=headers)
+    assert stored.status_code == 200, stored.text
+    variables = stored.json()["config"]["environment"]["environment_variables"]
+    assert "UI_TEMPLATE=ui-nb" in str(variables), variables
     row = page.locator(f'#tasks tr[data-key="{launched.id}"]')
     expect(row.locator("td").nth(0)).to_have_text("Notebook")
-    expect(row.locator("td").nth(2)).to_have_text("launched from the page")
+    expect(row.locator("td").nth(2)).to_have_text("notebook from the ui-nb template")
     expect(row.locator("td").nth(4)).to_have_text("RUNNING", timeout=WAIT_S * 1000)
     launched.wait_ready(timeout=WAIT_S, interval=0.2)
     link = row.get_by_role("link", name=f"Open notebook {launched.id}")

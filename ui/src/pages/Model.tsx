@@ -3,14 +3,17 @@
 // and its versions (number, name, the checkpoint with its trial and experiment, comment, notes,
 // who registered it and when). A form registers a COMPLETED checkpoint by UUID as the next
 // version (POST /models/NAME/versions); Delete removes a version after confirm
-// (DELETE /models/NAME/versions/N).
+// (DELETE /models/NAME/versions/N). Edit changes the model (ModelEdit's EditModel; a new name
+// moves the page to its new address) and Edit on a row a version's name, comment and notes;
+// Archive / Unarchive (POST /models/NAME/archive|unarchive). Refusals show the master's reason.
 import { useState } from "react";
-import { Link, useParams } from "react-router-dom";
+import { Link, useNavigate, useParams } from "react-router-dom";
 import * as api from "../api";
 import { isApiError, usePoll, useShell } from "../app";
 import { Summary, Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
 import { when } from "../format";
+import { EditModel, EditVersion } from "./ModelEdit";
 import { labelList, type Model } from "./Models";
 
 interface Version {
@@ -26,6 +29,11 @@ export function ModelPage() {
   const [versions, setVersions] = useState<Version[]>([]);
   const [form, setForm] = useState({ uuid: "", name: "", comment: "", labels: "" });
   const [error, setError] = useState("");
+  const [editing, setEditing] = useState(false);
+  const [editingVersion, setEditingVersion] = useState<number | null>(null);
+  const [actionError, setActionError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const navigate = useNavigate();
   useTitle(`Model ${name} · Stalwart`);
   const path = `/models/${encodeURIComponent(name)}`;
 
@@ -78,7 +86,30 @@ export function ModelPage() {
     }
   };
 
+  const archive = async (archived: boolean): Promise<void> => {
+    const verb = archived ? "archive" : "unarchive";
+    setActionError("");
+    setBusy(true);
+    try {
+      await api.post(`${path}/${verb}`, {});
+      toast(`${archived ? "Archived" : "Unarchived"} model ${name}`);
+      if (archived) setEditing(false);
+      refresh();
+    } catch (err) {
+      const message = refusal(err, `${verb} model ${name}`);
+      if (message) setActionError(message); else handle(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const saved = (m: Model): void => {
+    setEditing(false);
+    if (m.name !== name) navigate(`/models/${encodeURIComponent(m.name)}`, { replace: true });
+    else { setModel(m); refresh(); }
+  };
+
   const m = model;
+  const shownVersion = versions.find((v) => v.version === editingVersion);
   const metadata = m ? Object.entries(m.metadata ?? {}) : [];
   return (
     <>
@@ -88,6 +119,20 @@ export function ModelPage() {
         ["Description", m.description ?? ""], ["Labels", (m.labels ?? []).join(", ")], ["Owner", m.username ?? ""],
         ["Workspace", String(m.workspaceId ?? "")], ["Created", when(m.creationTime)], ["Last updated", when(m.lastUpdatedTime)],
       ]} />}
+      {m?.archived && (
+        <p className="archived-note" id="model-archived">Archived: the model takes no changes and no new versions until it is unarchived (its versions can still be edited and used).</p>
+      )}
+      {m && (
+        <div className="model-actions">
+          <button type="button" id="model-edit-open" aria-expanded={editing} disabled={m.archived || editing} title={m.archived ? "Unarchive the model to edit it" : undefined}
+            onClick={() => { setActionError(""); setEditing(true); }}>Edit model</button>
+          {m.archived
+            ? <button type="button" id="model-unarchive" disabled={busy} onClick={() => void archive(false)}>Unarchive model</button>
+            : <button type="button" id="model-archive" disabled={busy} onClick={() => void archive(true)}>Archive model</button>}
+        </div>
+      )}
+      <p className="error" role="alert" id="model-error">{actionError}</p>
+      {m && editing && <EditModel model={m} done={saved} cancel={() => setEditing(false)} />}
       <h2 id="metadata-title">Metadata</h2>
       {metadata.length > 0
         ? <Table id="model-metadata" labelledBy="metadata-title" columns={["Key", "Value"]}>
@@ -111,12 +156,20 @@ export function ModelPage() {
               <td>{v.notes ?? ""}</td>
               <td>{`${when(v.creationTime)}${v.username ? ` by ${v.username}` : ""}`}</td>
               <td>
-                <button type="button" className="danger" data-action="delete" aria-label={`Delete version ${v.version}`} onClick={() => void remove(v)}>Delete</button>
+                <div className="actions">
+                  <button type="button" data-action="edit" aria-label={`Edit version ${v.version}`} aria-expanded={editingVersion === v.version}
+                    onClick={() => setEditingVersion(v.version)}>Edit</button>
+                  <button type="button" className="danger" data-action="delete" aria-label={`Delete version ${v.version}`} onClick={() => void remove(v)}>Delete</button>
+                </div>
               </td>
             </tr>
           );
         })}
       </Table>
+      {shownVersion && (
+        <EditVersion key={shownVersion.version} model={name} version={shownVersion}
+          done={() => { setEditingVersion(null); refresh(); }} cancel={() => setEditingVersion(null)} />
+      )}
       {m && versions.length === 0 && <p className="empty">No versions yet: register a checkpoint below or with `det model register-version`.</p>}
       <h2 id="version-new-title">Register a checkpoint</h2>
       <form className="controls" id="version-form" aria-labelledby="version-new-title" onSubmit={(e) => void register(e)}>

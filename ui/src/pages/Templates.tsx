@@ -1,7 +1,8 @@
 // #/templates: the config templates the caller may read (GET /templates), each viewed as YAML
 // (#/templates?name=NAME), and a form that creates one (POST /templates/NAME with its workspace)
 // or replaces an existing one's config (PATCH /templates/NAME, the config as the body); Delete
-// (DELETE /templates/NAME) after confirm. The YAML is parsed here: a config that is not a
+// (DELETE /templates/NAME) after confirm; Rename edits the name in its row
+// (PATCH /template/rename {oldName, newName}). The YAML is parsed here: a config that is not a
 // mapping is refused before it is sent.
 import { useState } from "react";
 import { dump, load } from "js-yaml";
@@ -9,6 +10,7 @@ import * as api from "../api";
 import { useHashQuery, usePoll, useShell } from "../app";
 import { Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
+import "./templates.css";
 
 const EMPTY = "No templates you can read yet: create one below or with `det template create NAME FILE`.";
 
@@ -34,6 +36,8 @@ export function TemplatesPage() {
   const [items, setItems] = useState<Template[] | null>(null);
   const [form, setForm] = useState({ name: "", workspace: "", yaml: "" });
   const [error, setError] = useState("");
+  const [renaming, setRenaming] = useState<{ from: string; to: string } | null>(null);
+  const [renameError, setRenameError] = useState("");
   const set = (patch: Partial<typeof form>): void => setForm((f) => ({ ...f, ...patch }));
 
   const refresh = usePoll(async (signal) => {
@@ -60,6 +64,25 @@ export function TemplatesPage() {
     } catch (err) {
       const message = refusal(err, `delete template ${t.name}`);
       if (message) setError(message); else handle(err);
+    }
+  };
+  const rename = async (event: React.FormEvent): Promise<void> => {
+    event.preventDefault();
+    if (!renaming) return;
+    const { from } = renaming;
+    const to = renaming.to.trim();
+    setRenameError("");
+    if (!to) { setRenameError("A template needs a name."); return; }
+    try {
+      await api.call("PATCH", "/template/rename", { oldName: from, newName: to });
+      toast(`Renamed template ${from} to ${to}`);
+      setRenaming(null);
+      if (shown === from) setQuery({ name: to });
+      if (form.name.trim() === from) set({ name: to });
+      refresh();
+    } catch (err) {
+      const message = refusal(err, `rename template ${from}`);
+      if (message) setRenameError(message); else handle(err);
     }
   };
   const save = async (event: React.FormEvent): Promise<void> => {
@@ -90,18 +113,33 @@ export function TemplatesPage() {
       <Table id="templates" labelledBy="templates-title" columns={["Name", "Workspace", "Keys", "Actions"]}>
         {list.map((t) => (
           <tr key={t.name} data-key={t.name} data-selected={t.name === shown || undefined}>
-            <td>{t.name}</td><td className="id">{t.workspaceId}</td>
+            <td>
+              {renaming?.from === t.name
+                ? (
+                  <form className="rename" id="template-rename" aria-label={`Rename template ${t.name}`} onSubmit={(e) => void rename(e)}>
+                    <input aria-label={`New name for template ${t.name}`} required size={16} value={renaming.to} autoFocus
+                      onChange={(e) => setRenaming({ from: t.name, to: e.target.value })}
+                      onKeyDown={(e) => { if (e.key === "Escape") { setRenaming(null); setRenameError(""); } }} />
+                    <button type="submit" className="primary">Save name</button>
+                    <button type="button" onClick={() => { setRenaming(null); setRenameError(""); }}>Cancel</button>
+                  </form>
+                )
+                : t.name}
+            </td>
+            <td className="id">{t.workspaceId}</td>
             <td>{Object.keys(t.config).join(", ")}</td>
             <td>
               <div className="actions">
                 <button type="button" data-action="view" aria-label={`View template ${t.name}`} onClick={() => setQuery({ name: t.name })}>View</button>
                 <button type="button" data-action="edit" aria-label={`Edit template ${t.name}`} onClick={() => edit(t)}>Edit</button>
+                <button type="button" data-action="rename" aria-label={`Rename template ${t.name}`} onClick={() => { setRenameError(""); setRenaming({ from: t.name, to: t.name }); }}>Rename</button>
                 <button type="button" className="danger" data-action="delete" aria-label={`Delete template ${t.name}`} onClick={() => void remove(t)}>Delete</button>
               </div>
             </td>
           </tr>
         ))}
       </Table>
+      <p className="error" role="alert" id="template-rename-error">{renameError}</p>
       {items && list.length === 0 && <p className="empty">{EMPTY}</p>}
       {shown && items && (
         <section aria-labelledby="template-shown-title">
