@@ -148,3 +148,53 @@ def test_others_see_limited_jobs_and_cannot_change_them(client: TestClient) -> N
     refused = _update(client, bob, jobId=visible, priority=1)
     assert refused.status_code == 403, refused.text
     assert _update(client, alice, jobId=visible, priority=1).status_code == 200
+
+
+def test_a_page_of_the_queue_describes_only_its_jobs(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``offset``/``limit`` give a window of the scheduler's order with the whole queue's total,
+    each job keeping its place (``jobsAhead``); only the page's jobs are read and checked (the
+    web UI's job queue polls one page of a pool's queue)."""
+    from stalwart.master.services import job_queue
+
+    admin = login(client, "admin")
+    made = [_launch(client, admin) for _ in range(7)]
+    described: list[str] = []
+    describe = job_queue._describe
+
+    def counting(session: Any, user: Any, job: Any, group_id: str) -> None:
+        described.append(group_id)
+        describe(session, user, job, group_id)
+
+    monkeypatch.setattr(job_queue, "_describe", counting)
+    resp = client.get(
+        "/api/v1/job-queues-v2",
+        params={"resourcePool": "default", "offset": 2, "limit": 3},
+        headers=admin,
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert [j["full"]["jobId"] for j in body["jobs"]] == made[2:5]
+    assert [j["full"]["summary"]["jobsAhead"] for j in body["jobs"]] == [2, 3, 4]
+    assert body["pagination"] == {
+        "offset": 2,
+        "limit": 3,
+        "startIndex": 2,
+        "endIndex": 5,
+        "total": 7,
+    }
+    assert len(described) == 3
+    described.clear()
+    last = client.get(
+        "/api/v1/job-queues-v2",
+        params={"resourcePool": "default", "offset": 6, "limit": 3},
+        headers=admin,
+    ).json()
+    assert [j["full"]["jobId"] for j in last["jobs"]] == made[6:]
+    assert last["pagination"]["total"] == 7
+    assert len(described) == 1
+    # states and the reverse order are applied before the page is taken
+    reverse = _jobs(client, admin, orderBy="ORDER_BY_DESC", offset=0, limit=2)
+    assert [j["full"]["jobId"] for j in reverse] == made[:-3:-1]
+    assert _jobs(client, admin, states="STATE_SCHEDULED", limit=2) == []

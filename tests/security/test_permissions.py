@@ -123,6 +123,11 @@ def test_the_roles_are_listed(world: World) -> None:
     assert body["defaultRole"] == "none"
     got = {a["username"]: a["role"] for a in body["assignments"]}
     assert got == {**TEAM_ROLES, "wanda": "admin"}
+    # someone without a role in the workspace learns neither it nor who holds roles there
+    hidden = world.client.get(
+        f"/api/v1/workspaces/{world.team_workspace}/roles", headers=world.headers["bob"]
+    )
+    assert hidden.status_code == 404, hidden.text
 
 
 SEES = [

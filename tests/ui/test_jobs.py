@@ -2,7 +2,9 @@
 three two-slot commands, one holding the slots and two queued behind it, are listed in the
 scheduler's order; setting a queued one's priority and Move ahead reorder the queue as
 `/api/v1/job-queues-v2` then serves it; a user who may not change a job is shown the master's
-refusal.
+refusal. On a master without agents, where a dozen commands wait, the queue is read a page at
+a time (the page never asks for the whole queue), pages forward keeping the scheduler's order, moves
+the first job of page 2 ahead of the last of page 1, and keeps its page and size in the address.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
 
 from stalwart.client import Client, InteractiveTask
 from stalwart.local import LocalCluster
-from tests.ui.conftest import admin_headers, sign_in
+from tests.ui.conftest import admin_headers, master_with_user, sign_in
 from tests.ui.test_org import sign_in_as
 
 if TYPE_CHECKING:
@@ -119,3 +122,82 @@ def test_the_job_queue(
     )
     page.screenshot(path=str(artifacts / "44-jobs-forbidden.png"), full_page=True)
     assert queue(url) == before
+
+
+WAITING = 12
+"""Commands waiting in the agentless master's queue: more than the smallest page (10)."""
+DASH = "\N{EN DASH}"
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A master without agents where ``WAITING`` one-slot commands wait; its address."""
+    home = tmp_path_factory.mktemp("ui-jobs-paging")
+    with master_with_user(home, OUTSIDER, OUTSIDER_PASSWORD) as url:
+        headers = admin_headers(url)
+        for n in range(WAITING):
+            body = {"config": {"entrypoint": "sleep 600", "description": f"waiting {n}"}}
+            made = httpx.post(f"{url}/api/v1/commands", json=body, headers=headers)
+            assert made.status_code == 200, made.text
+        yield url
+
+
+def test_the_job_queue_in_pages(page: Page, waiting: str, artifacts: Path) -> None:
+    from playwright.sync_api import expect
+
+    url = waiting
+    jobs = queue(url)
+    assert len(jobs) == WAITING
+    ids = [j["jobId"] for j in jobs]
+    label = {j["jobId"]: f"command {j['entityId']}" for j in jobs}
+    asked: list[dict[str, list[str]]] = []
+    page.on(
+        "request",
+        lambda r: (
+            asked.append(parse_qs(urlparse(r.url).query)) if "job-queues-v2" in r.url else None
+        ),
+    )
+
+    sign_in(page, url)
+    page.goto(f"{url}/#/jobs?size=10")
+    rows = page.locator("section[data-pool='default'] tbody tr")
+    expect(rows).to_have_count(10)
+    for i in range(10):
+        expect(rows.nth(i)).to_have_attribute("data-key", ids[i])
+    pager = page.locator("#jobs-pager-default")
+    expect(pager).to_contain_text(f"1{DASH}10 of 12 jobs (page 1 of 2)")
+    expect(page.get_by_role("button", name="Previous page of pool default")).to_be_disabled()
+    # every read is a page (and its neighbours), never the whole queue
+    assert asked
+    assert all(int(q["limit"][0]) <= 12 and "offset" in q for q in asked), asked
+
+    page.get_by_role("button", name="Next page of pool default").click()
+    expect(page).to_have_url(f"{url}/#/jobs?size=10&page-default=2")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_have_attribute("data-key", ids[10])
+    expect(rows.nth(1)).to_have_attribute("data-key", ids[11])
+    expect(rows.nth(0).locator("td").first).to_have_text("11")
+    expect(pager).to_contain_text(f"11{DASH}12 of 12 jobs (page 2 of 2)")
+    expect(page.get_by_role("button", name="Next page of pool default")).to_be_disabled()
+    assert all(int(q["limit"][0]) <= 12 for q in asked), asked
+
+    # the first job of page 2 moves ahead of the last one of page 1, which it knows
+    first = ids[10]
+    page.get_by_role("button", name=f"Move {label[first]} ahead").click()
+    expect(page.locator("#toast")).to_contain_text(f"Done: move {label[first]} ahead")
+    moved = [j["jobId"] for j in queue(url)]
+    assert moved.index(first) < moved.index(ids[9])
+    expect(rows.nth(0)).to_have_attribute("data-key", moved[10])
+    expect(rows.nth(1)).to_have_attribute("data-key", moved[11])
+    page.screenshot(path=str(artifacts / "85-jobs-paged.png"), full_page=True)
+
+    # the page is kept across a reload; another size starts over on one page
+    page.reload()
+    expect(rows).to_have_count(2)
+    expect(pager).to_contain_text(f"11{DASH}12 of 12 jobs (page 2 of 2)")
+    page.get_by_label("Jobs per page").select_option("25")
+    expect(rows).to_have_count(WAITING)
+    expect(page).to_have_url(f"{url}/#/jobs?size=25")
+    expect(pager).to_contain_text(f"1{DASH}12 of 12 jobs")
+    for i, job_id in enumerate(moved):
+        expect(rows.nth(i)).to_have_attribute("data-key", job_id)

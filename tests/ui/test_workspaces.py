@@ -8,6 +8,13 @@ Workspaces / WORKSPACE / PROJECT), follows an experiment and its breadcrumbs bac
 and unarchives the workspace (archived ones shown on request). Unknown workspaces and projects
 say so; a user without a role in a workspace neither sees it nor its projects, and is shown the
 master's refusal when archiving a workspace they are only a member of.
+
+From their own pages: a workspace and a project renamed (the project described too), archived
+and unarchived, refused deletion while they hold an experiment (the master's reason shown) and
+deleted when empty (the page goes away); the workspace's role assignments listed, given to a
+user and a group, taken, and its default role set, each checked through the API; a user with
+only the default role sees the assignments but is told they may not change them, and is shown
+the master's refusal on Delete; the workspace page fits a 390 px screen.
 """
 
 from __future__ import annotations
@@ -192,3 +199,246 @@ def test_a_user_without_a_role(page: Page, master: str, artifacts: Path) -> None
     )
     page.goto(f"{master}/#/projects/{hidden['project']['id']}")
     expect(page.locator("#project-missing")).to_be_visible()
+
+
+def workspace_roles(master: str, workspace_id: int) -> dict[str, Any]:
+    """``GET /workspaces/ID/roles`` as admin."""
+    answer: dict[str, Any] = api(master, "GET", f"/workspaces/{workspace_id}/roles")
+    return answer
+
+
+def test_a_workspace_and_a_project_edited_from_their_pages(
+    page: Page, master: str, admin: Client, tmp_path: Path, artifacts: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    ws = api(master, "POST", "/workspaces", {"name": "ui-edit"})["workspace"]
+    full = api(master, "POST", f"/workspaces/{ws['id']}/projects", {"name": "ui-full"})["project"]
+    empty = api(master, "POST", f"/workspaces/{ws['id']}/projects", {"name": "ui-empty"})["project"]
+    paused_experiment(admin, tmp_path, "ui-held", full["id"])
+
+    sign_in(page, master)
+    page.goto(f"{master}/#/workspaces/{ws['id']}")
+    expect(page.get_by_role("heading", name="Workspace ui-edit", exact=True)).to_be_visible()
+
+    # rename the workspace
+    page.locator("#workspace-actions").get_by_role("button", name="Rename").click()
+    page.get_by_label("New name").fill("ui-edited")
+    page.get_by_role("button", name="Save name").click()
+    expect(page.locator("#toast")).to_contain_text("Renamed workspace ui-edit to ui-edited")
+    expect(page.get_by_role("heading", name="Workspace ui-edited", exact=True)).to_be_visible()
+    assert api(master, "GET", f"/workspaces/{ws['id']}")["workspace"]["name"] == "ui-edited"
+    expect(page.locator("#workspace-rename")).to_have_count(0)
+
+    # the project holding an experiment: renamed and described, archived and back, and its
+    # deletion refused with the master's reason
+    page.get_by_role("link", name="ui-full").click()
+    expect(page.get_by_role("heading", name="Project ui-full")).to_be_visible()
+    page.locator("#project-actions").get_by_role("button", name="Edit").click()
+    page.get_by_label("Project name").fill("ui-renamed")
+    page.get_by_label("Project description").fill("runs the UI keeps")
+    page.get_by_role("button", name="Save project").click()
+    expect(page.locator("#toast")).to_contain_text("Saved project ui-renamed")
+    expect(page.get_by_role("heading", name="Project ui-renamed")).to_be_visible()
+    expect(page.locator("#project-description")).to_have_text("runs the UI keeps")
+    got = api(master, "GET", f"/projects/{full['id']}")["project"]
+    assert (got["name"], got["description"]) == ("ui-renamed", "runs the UI keeps")
+    crumbs = page.get_by_role("navigation", name="Breadcrumbs")
+    expect(crumbs).to_have_text("Workspacesui-editedui-renamed")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#project-actions").get_by_role("button", name="Archive").click()
+    expect(page.get_by_role("heading", name="Project ui-renamed (archived)")).to_be_visible()
+    assert api(master, "GET", f"/projects/{full['id']}")["project"]["archived"] is True
+    page.locator("#project-actions").get_by_role("button", name="Unarchive").click()
+    expect(page.get_by_role("heading", name="Project ui-renamed", exact=True)).to_be_visible()
+    assert api(master, "GET", f"/projects/{full['id']}")["project"]["archived"] is False
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#project-actions").get_by_role("button", name="Delete").click()
+    expect(page.locator("#project-page-error")).to_contain_text(
+        "Could not delete project ui-renamed: project 'ui-renamed' holds 1 experiment(s)"
+    )
+    expect(page).to_have_url(f"{master}/#/projects/{full['id']}")
+    page.screenshot(path=str(artifacts / "80-project-delete-refused.png"), full_page=True)
+    api(master, "GET", f"/projects/{full['id']}")
+
+    # the empty project is deleted, and the page goes to its workspace
+    page.goto(f"{master}/#/projects/{empty['id']}")
+    expect(page.get_by_role("heading", name="Project ui-empty")).to_be_visible()
+    dismissed: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        dismissed.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)  # a dismissed confirmation deletes nothing
+    page.locator("#project-actions").get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("heading", name="Project ui-empty")).to_be_visible()
+    assert dismissed == ["Delete project ui-empty? This cannot be undone."]
+    api(master, "GET", f"/projects/{empty['id']}")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#project-actions").get_by_role("button", name="Delete").click()
+    expect(page.locator("#toast")).to_contain_text("Deleted project ui-empty")
+    expect(page).to_have_url(f"{master}/#/workspaces/{ws['id']}")
+    expect(page.locator(f'#projects tr[data-key="{full["id"]}"]')).to_be_visible()
+    expect(page.locator(f'#projects tr[data-key="{empty["id"]}"]')).to_have_count(0)
+    gone = httpx.get(f"{master}/api/v1/projects/{empty['id']}", headers=admin_headers(master))
+    assert gone.status_code == 404
+
+    # the workspace: archived and back; its deletion refused while it holds the experiment
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#workspace-actions").get_by_role("button", name="Archive").click()
+    expect(page.get_by_role("heading", name="Workspace ui-edited (archived)")).to_be_visible()
+    assert api(master, "GET", f"/workspaces/{ws['id']}")["workspace"]["archived"] is True
+    page.locator("#workspace-actions").get_by_role("button", name="Unarchive").click()
+    expect(page.get_by_role("heading", name="Workspace ui-edited", exact=True)).to_be_visible()
+    assert api(master, "GET", f"/workspaces/{ws['id']}")["workspace"]["archived"] is False
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#workspace-actions").get_by_role("button", name="Delete").click()
+    expect(page.locator("#workspace-page-error")).to_contain_text(
+        "Could not delete workspace ui-edited: workspace 'ui-edited' holds 1 experiment(s)"
+    )
+    page.screenshot(path=str(artifacts / "81-workspace-delete-refused.png"), full_page=True)
+    api(master, "GET", f"/workspaces/{ws['id']}")
+
+    # an empty workspace is deleted, and the page goes to the list
+    doomed = api(master, "POST", "/workspaces", {"name": "ui-doomed"})["workspace"]
+    api(master, "POST", f"/workspaces/{doomed['id']}/projects", {"name": "ui-doomed-proj"})
+    page.goto(f"{master}/#/workspaces/{doomed['id']}")
+    expect(page.get_by_role("heading", name="Workspace ui-doomed")).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#workspace-actions").get_by_role("button", name="Delete").click()
+    expect(page.locator("#toast")).to_contain_text("Deleted workspace ui-doomed")
+    expect(page).to_have_url(f"{master}/#/workspaces")
+    expect(page.locator(f'#workspaces tr[data-key="{ws["id"]}"]')).to_be_visible()
+    expect(page.locator(f'#workspaces tr[data-key="{doomed["id"]}"]')).to_have_count(0)
+    gone = httpx.get(f"{master}/api/v1/workspaces/{doomed['id']}", headers=admin_headers(master))
+    assert gone.status_code == 404
+
+
+def test_a_workspaces_role_assignments(page: Page, master: str, artifacts: Path) -> None:
+    """Listed (the creator is its admin), given to a user and to a group, taken, and the default
+    role set; each checked through the API."""
+    from playwright.sync_api import expect
+
+    ws = api(master, "POST", "/workspaces", {"name": "ui-roles"})["workspace"]
+    group = api(master, "POST", "/groups", {"name": "ui-readers"})["group"]
+    outsider = api(master, "GET", f"/users?name={OUTSIDER}")["users"][0]
+
+    sign_in(page, master)
+    page.goto(f"{master}/#/workspaces/{ws['id']}")
+    roles = page.locator("#workspace-roles")
+    expect(roles.get_by_role("heading", name="Roles in ui-roles")).to_be_visible()
+    creator = roles.locator("tr[data-key='user:admin']")
+    expect(creator.locator("td[data-col='role']")).to_have_text("WorkspaceAdmin")
+    expect(creator.locator("td[data-col='kind']")).to_have_text("user")
+    expect(page.locator("#workspace-default-role")).to_have_attribute("data-role", "member")
+    expect(page.locator("#workspace-roles-refused")).to_have_count(0)
+
+    # give the outsider Editor, then Viewer (one role per workspace: it replaces the first)
+    page.get_by_label("User or group").select_option(label=OUTSIDER)
+    page.get_by_label("Role", exact=True).select_option(label="Editor")
+    roles.get_by_role("button", name="Give role").click()
+    expect(page.locator("#toast")).to_contain_text(f"{OUTSIDER} has role Editor in ui-roles")
+    row = roles.locator(f"tr[data-key='user:{OUTSIDER}']")
+    expect(row.locator("td[data-col='role']")).to_have_text("Editor")
+    held = {a["username"]: a["role"] for a in workspace_roles(master, ws["id"])["assignments"]}
+    assert held == {"admin": "admin", OUTSIDER: "editor"}
+    page.get_by_label("User or group").select_option(label=OUTSIDER)
+    page.get_by_label("Role", exact=True).select_option(label="Viewer")
+    roles.get_by_role("button", name="Give role").click()
+    expect(row.locator("td[data-col='role']")).to_have_text("Viewer")
+    held = {a["username"]: a["role"] for a in workspace_roles(master, ws["id"])["assignments"]}
+    assert held[OUTSIDER] == "viewer"
+
+    # a group
+    page.get_by_label("User or group").select_option(label="group ui-readers")
+    page.get_by_label("Role", exact=True).select_option(label="Member")
+    roles.get_by_role("button", name="Give role").click()
+    expect(page.locator("#toast")).to_contain_text("group ui-readers has role Member in ui-roles")
+    team = roles.locator("tr[data-key='group:ui-readers']")
+    expect(team.locator("td[data-col='kind']")).to_have_text("group")
+    expect(team.locator("td[data-col='role']")).to_have_text("Member")
+    groups = workspace_roles(master, ws["id"])["groupAssignments"]
+    assert [(g["groupId"], g["role"]) for g in groups] == [(group["groupId"], "member")]
+
+    # no choice: said in the page, nothing sent
+    roles.get_by_role("button", name="Give role").click()
+    expect(page.locator("#workspace-roles-error")).to_have_text(
+        "Pick the user or group to give a role to."
+    )
+
+    # the default role
+    page.get_by_label("Default role", exact=True).select_option("viewer")
+    page.get_by_role("button", name="Set default role").click()
+    expect(page.locator("#workspace-default-role")).to_have_attribute("data-role", "viewer")
+    assert workspace_roles(master, ws["id"])["defaultRole"] == "viewer"
+    page.screenshot(path=str(artifacts / "82-workspace-roles.png"), full_page=True)
+
+    # taken away
+    roles.get_by_role("button", name=f"Remove role Viewer of {OUTSIDER}").click()
+    expect(page.locator("#toast")).to_contain_text(f"{OUTSIDER} no longer has role Viewer")
+    expect(row).to_have_count(0)
+    roles.get_by_role("button", name="Remove role Member of group ui-readers").click()
+    expect(team).to_have_count(0)
+    after = workspace_roles(master, ws["id"])
+    assert [a["username"] for a in after["assignments"]] == ["admin"]
+    assert after["groupAssignments"] == []
+    assert outsider["username"] == OUTSIDER
+
+
+def test_a_user_without_a_role_of_their_own_may_only_look(
+    page: Page, master: str, artifacts: Path
+) -> None:
+    """The outsider (only the default role) sees who holds which role but no way to change them,
+    and is shown the master's refusal when deleting the workspace."""
+    from playwright.sync_api import expect
+
+    ws = api(master, "POST", "/workspaces", {"name": "ui-look"})["workspace"]
+    sign_in_as(page, master, OUTSIDER, OUTSIDER_PASSWORD)
+    page.goto(f"{master}/#/workspaces/{ws['id']}")
+    roles = page.locator("#workspace-roles")
+    expect(roles.locator("tr[data-key='user:admin'] td[data-col='role']")).to_have_text(
+        "WorkspaceAdmin"
+    )
+    expect(page.locator("#workspace-roles-refused")).to_contain_text(
+        "Only an admin of this workspace (or a cluster admin) can give or take roles here"
+    )
+    expect(page.locator("#workspace-roles-form")).to_have_count(0)
+    expect(page.locator("#workspace-default-form")).to_have_count(0)
+    expect(roles.get_by_role("button", name="Remove")).to_have_count(0)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#workspace-actions").get_by_role("button", name="Delete").click()
+    expect(page.locator("#workspace-page-error")).to_contain_text(
+        "Not allowed to delete workspace ui-look"
+    )
+    page.screenshot(path=str(artifacts / "83-workspace-look-only.png"), full_page=True)
+    api(master, "GET", f"/workspaces/{ws['id']}")
+
+
+def test_the_workspace_page_fits_a_phone(page: Page, master: str, artifacts: Path) -> None:
+    """At 390 px the workspace page (actions, projects, roles and their forms) does not scroll
+    sideways: wide tables scroll in their own boxes."""
+    from playwright.sync_api import expect
+
+    ws = api(master, "POST", "/workspaces", {"name": "ui-phone"})["workspace"]
+    api(
+        master,
+        "POST",
+        f"/workspaces/{ws['id']}/projects",
+        {
+            "name": "ui-phone-project",
+            "description": "a project with a description long enough to wrap on a phone",
+        },
+    )
+    page.set_viewport_size({"width": 390, "height": 900})
+    sign_in(page, master)
+    page.goto(f"{master}/#/workspaces/{ws['id']}")
+    expect(page.locator("#workspace-roles-form")).to_be_visible()
+    expect(page.locator("#projects tbody tr")).to_have_count(1)
+    page.locator("#workspace-actions").get_by_role("button", name="Rename").click()
+    expect(page.locator("#workspace-rename")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the workspace page is {width} px wide"
+    page.screenshot(path=str(artifacts / "84-workspace-390px.png"), full_page=True)

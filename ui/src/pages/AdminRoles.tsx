@@ -7,9 +7,9 @@
 // cluster-wide one. Every refusal shows the master's reason under the form.
 import { useState } from "react";
 import * as api from "../api";
-import { usePoll, useShell } from "../app";
-import { LabelledSelect, Table } from "../components/common";
-import { refusal } from "../components/Field";
+import { usePoll } from "../app";
+import { LabelledSelect } from "../components/common";
+import { RoleTable, useRoleAction } from "../components/Roles";
 
 interface Role { roleId: number; name?: string | null }
 interface Assignment { role: Role; scopeWorkspaceId?: number | null }
@@ -30,13 +30,11 @@ const CLUSTER = "cluster";
 const CLUSTER_ADMIN = "ClusterAdmin";
 
 export function RolesPanel({ holder, after }: { holder: Holder; after: () => void }) {
-  const { toast, handle } = useShell();
   const [roles, setRoles] = useState<Role[]>([]);
   const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
   const [rows, setRows] = useState<Row[] | null>(null);
   const [scope, setScope] = useState("");
   const [roleId, setRoleId] = useState("");
-  const [error, setError] = useState("");
   const key = `${holder.kind} ${holder.id} ${holder.kind === "user" ? String(holder.admin) : ""}`;
 
   const refresh = usePoll(async (signal) => {
@@ -80,20 +78,7 @@ export function RolesPanel({ holder, after }: { holder: Holder; after: () => voi
       ? { userRoleAssignments: [{ userId: holder.id, roleAssignment }] }
       : { groupRoleAssignments: [{ groupId: holder.id, roleAssignment }] };
   };
-  const run = async (what: string, action: () => Promise<unknown>, done: string): Promise<boolean> => {
-    setError("");
-    try {
-      await action();
-    } catch (err) {
-      const message = refusal(err, what);
-      if (message) setError(message); else handle(err);
-      return false;
-    }
-    toast(done);
-    refresh();
-    after();
-    return true;
-  };
+  const { error, setError, run } = useRoleAction(() => { refresh(); after(); });
   const remove = (row: Row): void => {
     if (row.workspaceId === null) {
       void run(`remove admin rights of ${holder.name}`, () => api.call("PATCH", `/users/${holder.id}`, { admin: false }),
@@ -136,24 +121,18 @@ export function RolesPanel({ holder, after }: { holder: Holder; after: () => voi
       {rows === null ? <p className="empty">Loading…</p> : rows.length === 0 ? (
         <p className="empty" id={`${prefix}-empty`}>No roles: {holder.name} has only each workspace&apos;s default role.</p>
       ) : (
-        <Table id={`${prefix}-table`} labelledBy={`${prefix}-title`} columns={["Role", "Where", "Given", "Actions"]}>
-          {rows.map((row) => {
+        <RoleTable id={`${prefix}-table`} labelledBy={`${prefix}-title`} columns={["Role", "Where", "Given"]}
+          rows={rows.map((row) => {
             const where = place(row.workspaceId);
-            return (
-              <tr key={`${row.role} ${row.workspaceId ?? CLUSTER} ${row.through}`} data-key={`${row.role}@${where}`}>
-                <td data-col="role">{row.role}</td>
-                <td data-col="where">{where}</td>
-                <td data-col="through">{row.through ? `through group ${row.through}` : "directly"}</td>
-                <td className="row-actions">
-                  {row.through ? <span className="hint">Remove it on group {row.through}</span> : (
-                    <button type="button" data-action="remove-role" aria-label={`Remove role ${row.role} in ${where} from ${holder.name}`}
-                      onClick={() => remove(row)}>Remove</button>
-                  )}
-                </td>
-              </tr>
-            );
-          })}
-        </Table>
+            return {
+              key: `${row.role}@${where}`,
+              id: `${row.role} ${row.workspaceId ?? CLUSTER} ${row.through}`,
+              cells: [["role", row.role], ["where", where], ["through", row.through ? `through group ${row.through}` : "directly"]],
+              ...(row.through
+                ? { hint: `Remove it on group ${row.through}` }
+                : { remove: { label: `Remove role ${row.role} in ${where} from ${holder.name}`, run: () => remove(row) } }),
+            };
+          })} />
       )}
       <form className="controls" id={`${prefix}-form`} aria-label={`Give ${holder.name} a role`} onSubmit={(e) => void give(e)}>
         <LabelledSelect id={`${prefix}-scope`} label="Where" value={scope} options={scopes} onChange={(v) => { setScope(v); setError(""); }} />

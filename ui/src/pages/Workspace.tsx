@@ -1,14 +1,19 @@
 // #/workspaces/ID: one workspace (GET /workspaces/ID; "not found" when it does not exist or the
 // caller has no role there) and its projects (GET /workspaces/ID/projects), with a form that
 // creates one (POST /workspaces/ID/projects) and, per project, Move to another workspace
-// (POST /projects/ID/move {destinationWorkspaceId}).
+// (POST /projects/ID/move {destinationWorkspaceId}). The workspace's own actions: Rename (PATCH
+// /workspaces/ID {name}), Archive/Unarchive (POST /workspaces/ID/archive|unarchive) and Delete
+// (DELETE /workspaces/ID after confirm; the master refuses while it holds experiments, models or
+// running tasks, and the page shows why; once deleted the page goes to the Workspaces list); and
+// its role assignments (WorkspaceRoles).
 import { useState } from "react";
-import { Link, useParams } from "react-router-dom";
+import { Link, useNavigate, useParams } from "react-router-dom";
 import * as api from "../api";
 import { isApiError, usePoll, useShell } from "../app";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { LabelledSelect, Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
+import { WorkspaceRoles } from "./WorkspaceRoles";
 import { workspaces, type Workspace } from "./Workspaces";
 
 export interface Project {
@@ -25,6 +30,9 @@ export function WorkspacePage() {
   const [form, setForm] = useState({ name: "", description: "" });
   const [moveTo, setMoveTo] = useState<Record<number, string>>({});
   const [error, setError] = useState("");
+  const [pageError, setPageError] = useState("");
+  const [rename, setRename] = useState<string | null>(null);  // the name being typed, null: not editing
+  const navigate = useNavigate();
   useTitle(`${ws && ws !== "missing" ? ws.name : `Workspace ${id}`} · Stalwart`);
 
   const refresh = usePoll(async (signal) => {
@@ -79,11 +87,64 @@ export function WorkspacePage() {
     }
   };
 
+  const own = ws;
+  const act = async (what: string, action: () => Promise<unknown>, done: string): Promise<boolean> => {
+    setPageError("");
+    try {
+      await action();
+    } catch (err) {
+      const message = refusal(err, what);
+      if (message) setPageError(message); else handle(err);
+      return false;
+    }
+    toast(done);
+    return true;
+  };
+  const saveName = async (event: React.FormEvent): Promise<void> => {
+    event.preventDefault();
+    if (!own || rename === null) return;
+    const name = rename.trim();
+    if (await act(`rename workspace ${own.name}`, () => api.call("PATCH", `/workspaces/${id}`, { name }), `Renamed workspace ${own.name} to ${name}`)) {
+      setRename(null);
+      refresh();
+    }
+  };
+  const archive = async (): Promise<void> => {
+    if (!own) return;
+    const verb = own.archived ? "unarchive" : "archive";
+    if (verb === "archive" && !window.confirm(`Archive workspace ${own.name}? It takes no new projects or tasks until unarchived.`)) return;
+    if (await act(`${verb} workspace ${own.name}`, () => api.post(`/workspaces/${id}/${verb}`), `Workspace ${own.name}: ${verb}d`)) refresh();
+  };
+  const remove = async (): Promise<void> => {
+    if (!own || !window.confirm(`Delete workspace ${own.name}? Its empty projects go with it; this cannot be undone.`)) return;
+    if (await act(`delete workspace ${own.name}`, () => api.call("DELETE", `/workspaces/${id}`), `Deleted workspace ${own.name}`)) {
+      navigate("/workspaces");
+    }
+  };
+
   const options: [string, string][] = others.map((w) => [String(w.id), w.name]);
   return (
     <>
       <Breadcrumbs crumbs={[{ to: "/workspaces", label: "Workspaces" }, { label: ws?.name ?? `Workspace ${id}` }]} />
       <h1 id="workspace-title">{ws ? `Workspace ${ws.name}` : `Workspace ${id}`}{ws?.archived ? " (archived)" : ""}</h1>
+      {own && (
+        <div className="toolbar" id="workspace-actions">
+          <button type="button" data-action="rename" aria-expanded={rename !== null} onClick={() => setRename(rename === null ? own.name : null)}>Rename</button>
+          <button type="button" data-action={own.archived ? "unarchive" : "archive"} className={own.archived ? undefined : "danger"}
+            disabled={own.immutable} onClick={() => void archive()}>{own.archived ? "Unarchive" : "Archive"}</button>
+          <button type="button" className="danger" data-action="delete" disabled={own.immutable} onClick={() => void remove()}>Delete</button>
+        </div>
+      )}
+      {own && rename !== null && (
+        <form className="controls" id="workspace-rename" aria-label={`Rename workspace ${own.name}`} onSubmit={(e) => void saveName(e)}>
+          <Field id="workspace-new-name" label="New name">
+            <input id="workspace-new-name" type="text" required size={24} value={rename} onChange={(e) => setRename(e.target.value)} />
+          </Field>
+          <button type="submit" className="primary">Save name</button>
+          <button type="button" onClick={() => setRename(null)}>Cancel</button>
+        </form>
+      )}
+      <p className="error" role="alert" id="workspace-page-error">{pageError}</p>
       <h2 id="projects-title">Projects</h2>
       <Table id="projects" labelledBy="projects-title" columns={["ID", "Name", "Description", "Experiments", "Owner", "Move to", "Actions"]}>
         {projects.map((p) => (
@@ -118,6 +179,7 @@ export function WorkspacePage() {
         <button type="submit" className="primary">Create project</button>
       </form>
       <p className="error" role="alert" id="project-error">{error}</p>
+      {own && <WorkspaceRoles workspaceId={id} name={own.name} />}
     </>
   );
 }

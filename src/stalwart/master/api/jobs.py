@@ -1,7 +1,9 @@
 """Routes: the job queue (``det job list``, ``det job update``).
 
 - ``GET /api/v1/job-queues-v2``: jobs in the scheduler's order (``resourcePool``, ``states``,
-  ``orderBy``, ``offset``/``limit``); jobs the caller may not see come ``limited``;
+  ``orderBy``, ``offset``/``limit``, ``pagination.total``); jobs the caller may not see come
+  ``limited``. Only the jobs of the page asked for are described (read from the database and
+  checked against the caller's roles), so a page of a long queue costs a page;
 - ``POST /api/v1/job-queues``: change jobs' priority, weight or place (``updates``), each in
   turn; the first refused change stops the rest (the ones before it stay).
 
@@ -74,14 +76,17 @@ def get_jobs_v2(
     offset: int = 0,
     limit: int = 0,
 ) -> GetJobsV2Response:
-    """The job queue: each pool's jobs in the order its scheduler takes them."""
-    jobs = svc.list_jobs(session, state.settings, caller.user, resource_pool=resource_pool)
+    """The job queue: each pool's jobs in the order its scheduler takes them (a page of it with
+    ``offset``/``limit``; ``pagination.total`` counts every job that matches)."""
+    jobs = svc.queued_jobs(session, state.settings, resource_pool=resource_pool)
     if states:
         jobs = [j for j in jobs if j.state in states]
     if order_by == "ORDER_BY_DESC":
         jobs.reverse()
     start, end, pagination = paginate(len(jobs), offset, limit)
-    return GetJobsV2Response(jobs=[job_to_wire(j) for j in jobs[start:end]], pagination=pagination)
+    page = jobs[start:end]
+    svc.describe_jobs(session, caller.user, page)
+    return GetJobsV2Response(jobs=[job_to_wire(j) for j in page], pagination=pagination)
 
 
 @router.post("/job-queues", response_model=Empty)

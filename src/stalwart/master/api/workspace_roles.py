@@ -18,7 +18,7 @@ from stalwart.master.api.models.groups import (
     WorkspaceRolesResponse,
     WorkspaceUserRole,
 )
-from stalwart.master.policy import require_manage_workspace
+from stalwart.master.policy import require_manage_workspace, require_view_workspace
 from stalwart.master.services import workspace_roles as svc
 
 __all__ = ["router"]
@@ -43,9 +43,11 @@ def _answer(roles: svc.WorkspaceRoles) -> WorkspaceRolesResponse:
 
 @router.get("/workspaces/{workspace_id}/roles", response_model=WorkspaceRolesResponse)
 def get_workspace_roles(
-    workspace_id: int, _caller: CallerDep, session: SessionDep
+    workspace_id: int, caller: CallerDep, session: SessionDep
 ) -> WorkspaceRolesResponse:
-    """The workspace's default role and role assignments."""
+    """The workspace's default role and role assignments (404 for a workspace the caller may
+    not see: who holds roles in it is not revealed either)."""
+    require_view_workspace(session, caller.user, workspace_id)
     return _answer(svc.get_roles(session, workspace_id))
 
 

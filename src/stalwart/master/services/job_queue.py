@@ -56,7 +56,9 @@ from stalwart.master.settings import MasterSettings
 __all__ = [
     "Job",
     "JobUpdate",
+    "describe_jobs",
     "list_jobs",
+    "queued_jobs",
     "update_job",
 ]
 
@@ -145,16 +147,13 @@ def _describe(session: Session, user: User, job: Job, group_id: str) -> None:
         job.username, job.user_id = owner.username, owner.id
 
 
-def list_jobs(
-    session: Session,
-    settings: MasterSettings,
-    user: User,
-    *,
-    resource_pool: str | None = None,
+def queued_jobs(
+    session: Session, settings: MasterSettings, *, resource_pool: str | None = None
 ) -> list[Job]:
     """The queue (see the module docstring), pools by name, each in queue order; only
-    ``resource_pool``'s when given. Jobs ``user`` may not view come without name, owner and
-    submission time (``full=False``)."""
+    ``resource_pool``'s when given. Each job has what the snapshot says (place, state, priority,
+    weight, slots) but not yet what it is (:func:`describe_jobs`): a caller reading one page of a
+    long queue describes that page only."""
     snapshot = read_snapshot(session, settings)
     requests = [r for r in snapshot.requests if resource_pool in (None, "", r.pool)]
     out: list[Job] = []
@@ -178,9 +177,30 @@ def list_jobs(
             requests=reqs,
         )
         ahead[first.pool] = job.position + 1
-        _describe(session, user, job, group_id)
         out.append(job)
     return out
+
+
+def describe_jobs(session: Session, user: User, jobs: Sequence[Job]) -> None:
+    """Fill in what each job of :func:`queued_jobs` is (its id, type, name, owner, workspace)
+    and whether ``user`` may see it in full; jobs ``user`` may not view keep no name, owner or
+    submission time (``full=False``)."""
+    for job in jobs:
+        group_id = job.requests[0].group_id if job.requests else job.job_id
+        _describe(session, user, job, group_id)
+
+
+def list_jobs(
+    session: Session,
+    settings: MasterSettings,
+    user: User,
+    *,
+    resource_pool: str | None = None,
+) -> list[Job]:
+    """The whole queue (:func:`queued_jobs`), every job described for ``user``."""
+    jobs = queued_jobs(session, settings, resource_pool=resource_pool)
+    describe_jobs(session, user, jobs)
+    return jobs
 
 
 @dataclass(frozen=True)
