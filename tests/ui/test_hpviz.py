@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from stalwart.client import Experiment
+from stalwart.client import Client, Experiment
 from stalwart.local import LocalCluster
+from tests.examples.conftest import completed
 from tests.ui.conftest import admin_headers, sign_in
 
 if TYPE_CHECKING:
@@ -279,3 +280,40 @@ def test_trial_x_axis_and_system_metrics_against_wall_time(
     expect(system).to_have_attribute(
         "aria-label", re.compile("against seconds since the trial started")
     )
+
+
+EPOCHS_TRIAL = """\
+import stalwart as det
+
+with det.core.init() as core_context:
+    for step in range(1, 7):
+        metrics = {"loss": 1.0 / step, "epoch": step / 2}
+        core_context.train.report_training_metrics(steps_completed=10 * step, metrics=metrics)
+"""
+
+
+def test_trial_x_axis_epochs_when_reports_carry_one(
+    page: Page, cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """Reports that carry an ``epoch`` offer the epochs x axis, which draws each point at its
+    report's epoch."""
+    from playwright.sync_api import expect
+
+    (tmp_path / "epochs.py").write_text(EPOCHS_TRIAL)
+    config = (
+        "name: epochs\nentrypoint: python3 epochs.py\nmax_restarts: 0\n"
+        "searcher: {name: single, metric: loss, max_length: {batches: 60}}\n"
+    )
+    exp = client.create_experiment(config, tmp_path)
+    completed(exp, timeout=120)
+    (trial,) = exp.trials()
+    sign_in(page, cluster.url)
+    page.goto(f"{cluster.url}/#/trials/{trial.id}")
+    expect(page.locator("#x-axis option")).to_have_text(["batches", "epochs", "wall time"])
+    line = page.locator("#metric-charts figure[data-key=loss] li.series[data-series-id=training]")
+    expect(line).to_have_attribute("data-x-last", "60")
+    page.locator("#x-axis").select_option("epochs")
+    chart = page.locator("#metric-charts figure[data-key=loss] .uplot")
+    expect(chart).to_have_attribute("aria-label", re.compile("against epochs"))
+    expect(line).to_have_attribute("data-x-last", "3")
+    expect(line).to_have_attribute("data-points", "6")
