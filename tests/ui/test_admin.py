@@ -5,7 +5,9 @@ refused with the master's reason), makes them an admin and takes it back, sets t
 deactivates them (they can no longer sign in: checked through the login API) and is refused
 deactivating themself; creates a user group (a taken name refused), adds the user, removes and
 adds them again (checked through the groups API) and deletes another group after confirming. A
-user who is not an admin has no Admin link and is told the pages are for administrators.
+user who is not an admin has no Admin link and is told the pages are for administrators. The
+Users table is not read again while nothing happens (no timer), and is read again when the tab
+is shown again.
 """
 
 from __future__ import annotations
@@ -339,6 +341,71 @@ def test_an_admin_searches_pages_and_renames_users(
     page.goto(f"{master}/#/admin/users?q={NEWCOMER}&user={user(master, NEWCOMER)['id']}")
     expect(page.locator("#user-roles form")).to_be_visible()
     page.screenshot(path=str(artifacts / "55-admin-user-panel.png"), full_page=True)
+
+
+def is_users_read(url: str, method: str) -> bool:
+    """Whether a request is a read of the Users table (``GET /api/v1/users`` or ``?...``)."""
+    path = url.split("#", 1)[0]
+    return method == "GET" and (path.endswith("/api/v1/users") or "/api/v1/users?" in path)
+
+
+def test_the_users_table_reads_only_when_something_happens(
+    page: Page, master: str, artifacts: Path
+) -> None:
+    """Idle, the Users table asks nothing (half a minute of the page's timers runs on a fake
+    clock; a later request of another kind shows every earlier one was seen); a user made
+    elsewhere shows once the tab is shown again (visibilitychange), and after an action."""
+    from playwright.sync_api import expect
+
+    page.clock.install()
+    sign_in(page, master)
+    page.goto(f"{master}/#/admin/users?q=ui-idle")
+    expect(page.locator("#users-empty")).to_have_text("No user matches “ui-idle”.")
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if is_users_read(r.url, r.method) else None)
+
+    page.clock.run_for(30_000)  # ten times the old 3 s poll, 60 times the tests' 500 ms
+    marker = (
+        "fetch('/api/v1/me', {headers: "
+        "{Authorization: 'Bearer ' + sessionStorage.getItem('stalwart.token')}})"
+    )
+    with page.expect_response(lambda r: r.url.endswith("/api/v1/me")):
+        page.evaluate(marker)
+    assert reads == [], reads
+
+    # a user made by someone else: not shown until the tab is shown again
+    made = httpx.post(
+        f"{master}/api/v1/users",
+        json={"user": {"username": "ui-idle-1", "active": True}, "password": "idle-pass-1"},
+        headers=admin_headers(master),
+    )
+    assert made.status_code == 200, made.text
+    page.clock.run_for(10_000)
+    with page.expect_response(lambda r: r.url.endswith("/api/v1/me")):
+        page.evaluate(marker)
+    assert reads == [], reads
+    expect(page.locator("#users tbody tr")).to_have_count(0)
+    with page.expect_request(lambda r: is_users_read(r.url, r.method)):
+        page.evaluate(
+            """() => {
+              for (const state of ["hidden", "visible"]) {
+                Object.defineProperty(
+                  document, "visibilityState", {value: state, configurable: true},
+                );
+                document.dispatchEvent(new Event("visibilitychange"));
+              }
+            }"""
+        )
+    rows = page.locator("#users tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("ui-idle-1")
+    assert len(reads) == 1, reads  # hidden asked nothing, visible once
+
+    # after an action (deactivating), the table is read again and says so
+    with page.expect_request(lambda r: is_users_read(r.url, r.method)):
+        page.get_by_role("button", name="Deactivate ui-idle-1").click()
+    expect(page.get_by_role("button", name="Activate ui-idle-1")).to_be_visible()
+    page.screenshot(path=str(artifacts / "93-admin-users-read-on-visible.png"), full_page=True)
 
 
 def test_an_admin_gives_and_takes_roles(page: Page, master: str, artifacts: Path) -> None:

@@ -12,12 +12,16 @@ changing the model, archiving it or editing a version.
 Editing: a model's name, description, labels, metadata (key/value rows: values that read as
 JSON are kept typed) and notes from its page, a name another model has refused with the
 master's reason, a new name moving the page to its new address; a version's name, comment and
-notes; Archive (the page says so, Edit is disabled, the default list hides it) and Unarchive.
-At 390 px the model page with both forms open does not scroll sideways.
+notes, labels and metadata; Archive (the page says so, Edit is disabled, the default list hides
+it) and Unarchive. Move to another workspace (the page names the new one) and Delete of the
+model (after confirm; a dismissed confirm keeps it; then back to the Models list), both refused
+with the master's reason for a user who may only see the model. At 390 px the model page with
+both forms open does not scroll sideways.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -246,6 +250,43 @@ def test_editing_a_model(
         "lowest validation loss",
     )
 
+    # a version's labels and metadata (typed like the model's)
+    page.get_by_role("button", name="Edit version 1").click()
+    version_form = page.locator("#version-edit")
+    expect(version_form.get_by_label("Labels (comma-separated)")).to_have_value("")
+    version_form.get_by_label("Labels (comma-separated)").fill("candidate, v2 ")
+    version_form.get_by_role("button", name="Add a key").click()
+    version_form.get_by_label("Metadata key 1").fill("accuracy")
+    version_form.get_by_label("Metadata value 1").fill("0.98")
+    version_form.get_by_role("button", name="Add a key").click()
+    version_form.get_by_label("Metadata key 2").fill("accuracy")
+    version_form.get_by_label("Metadata value 2").fill("by hand")
+    version_form.get_by_role("button", name="Save version").click()
+    expect(page.locator("#version-edit-error")).to_have_text(
+        "The metadata key “accuracy” is given twice."
+    )
+    version_form.get_by_label("Metadata key 2").fill("picked")
+    page.screenshot(path=str(artifacts / "90-model-version-metadata.png"), full_page=True)
+    version_form.get_by_role("button", name="Save version").click()
+    expect(page.locator("#toast")).to_contain_text("Saved version 1 of ui-edited")
+    expect(page.locator("#version-edit")).to_have_count(0)
+    expect(row.nth(5)).to_have_text("candidate, v2")
+    expect(row.nth(7)).to_have_text('accuracy: 0.98, picked: "by hand"')
+    (version,) = api(url, "GET", "/models/ui-edited/versions")["modelVersions"]
+    assert version["labels"] == ["candidate", "v2"]
+    assert version["metadata"] == {"accuracy": 0.98, "picked": "by hand"}
+    assert version["notes"] == "lowest validation loss"
+    # opened again, the form holds them; removing a row removes the key
+    page.get_by_role("button", name="Edit version 1").click()
+    expect(version_form.get_by_label("Metadata key 2")).to_have_value("picked")
+    expect(version_form.get_by_label("Metadata value 2")).to_have_value("by hand")
+    version_form.get_by_role("button", name="Remove metadata row 2").click()
+    version_form.get_by_role("button", name="Save version").click()
+    expect(row.nth(7)).to_have_text("accuracy: 0.98")
+    assert api(url, "GET", "/models/ui-edited/versions/1")["modelVersion"]["metadata"] == {
+        "accuracy": 0.98
+    }
+
     # archive: said on the page, no editing, hidden from the default list; then unarchive
     page.get_by_role("button", name="Archive model").click()
     expect(page.locator("#toast")).to_contain_text("Archived model ui-edited")
@@ -266,6 +307,66 @@ def test_editing_a_model(
     expect(page.locator("#model-archived")).to_have_count(0)
     expect(page.get_by_role("button", name="Edit model")).to_be_enabled()
     assert api(url, "GET", "/models/ui-edited")["model"]["archived"] is False
+
+
+def test_moving_and_deleting_a_model(
+    page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
+) -> None:
+    """Move a model to another workspace (the page and the API say where it is); Delete it: a
+    dismissed confirm keeps it, an accepted one deletes it and its versions and goes back to
+    the Models list."""
+    from playwright.sync_api import expect
+
+    url = cluster.url
+    team = api(url, "POST", "/workspaces", {"name": "models-team"})["workspace"]
+    made = api(url, "POST", "/models", {"name": "ui-movable", "description": "to move"})["model"]
+    home = made["workspaceId"]
+    assert home != team["id"]
+    uuid = completed_checkpoint(url, asha)
+    api(url, "POST", "/models/ui-movable/versions", {"checkpointUuid": uuid})
+
+    sign_in(page, url)
+    page.goto(f"{url}/#/models/ui-movable")
+    expect(page.get_by_role("heading", name="Model ui-movable")).to_be_visible()
+    move_to = page.get_by_label("Move to workspace")
+    expect(page.get_by_role("button", name="Move model")).to_be_disabled()
+    expect(move_to.locator("option", has_text="models-team")).to_have_count(1)
+    move_to.select_option(label="models-team")
+    page.get_by_role("button", name="Move model").click()
+    expect(page.locator("#toast")).to_contain_text(
+        "Moved model ui-movable to workspace models-team"
+    )
+    expect(page.locator('dd[data-field="Workspace"]')).to_have_text("models-team")
+    # the workspace it is in is no longer offered
+    expect(move_to.locator("option", has_text="models-team")).to_have_count(0)
+    assert api(url, "GET", "/models/ui-movable")["model"]["workspaceId"] == team["id"]
+    page.screenshot(path=str(artifacts / "91-model-moved.png"), full_page=True)
+
+    # delete: dismissed keeps it; accepted deletes it and goes back to the list
+    messages: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.get_by_role("button", name="Delete model").click()
+    deadline = time.monotonic() + 10
+    while not messages and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # lets the dialog handler run
+    assert messages == ["Delete model ui-movable and its 1 version? Their checkpoints stay."]
+    assert api(url, "GET", "/models/ui-movable")["model"]["name"] == "ui-movable"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete model").click()
+    expect(page.locator("#toast")).to_contain_text("Deleted model ui-movable")
+    expect(page).to_have_url(f"{url}/#/models")
+    expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+    expect(page.locator("#models")).not_to_contain_text("ui-movable")
+    gone = httpx.get(f"{url}/api/v1/models/ui-movable", headers=admin_headers(url))
+    assert gone.status_code == 404, gone.text
+    # its checkpoint stays
+    held = api(url, "GET", f"/checkpoints/{uuid}")["checkpoint"]
+    assert held["state"] == "STATE_COMPLETED"
 
 
 def test_the_model_page_fits_a_phone(
@@ -354,6 +455,24 @@ def test_models_without_a_role(
     page.locator("#version-edit").get_by_label("Notes").fill("not mine either")
     page.get_by_role("button", name="Save version").click()
     expect(page.locator("#version-edit-error")).to_contain_text("Not allowed to change version 1:")
+
+    # moving or deleting the model: the master's refusal, and it stays where it is
+    open_ws = api(url, "POST", "/workspaces", {"name": "models-open"})["workspace"]
+    page.reload()
+    expect(page.get_by_role("heading", name="Model ui-shared")).to_be_visible()
+    page.get_by_label("Move to workspace").select_option(label="models-open")
+    page.get_by_role("button", name="Move model").click()
+    expect(page.locator("#model-error")).to_contain_text(
+        f"Not allowed to move model ui-shared: user {OUTSIDER} cannot change model"
+    )
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete model").click()
+    expect(page.locator("#model-error")).to_contain_text(
+        f"Not allowed to delete model ui-shared: user {OUTSIDER} cannot change model"
+    )
+    expect(page).to_have_url(f"{url}/#/models/ui-shared")
+    page.screenshot(path=str(artifacts / "92-model-move-refused.png"), full_page=True)
     held = api(url, "GET", "/models/ui-shared")["model"]
+    assert held["workspaceId"] != open_ws["id"]
     assert (held["description"], held["archived"]) == ("", False)
     assert api(url, "GET", "/models/ui-shared/versions/1")["modelVersion"]["notes"] == ""

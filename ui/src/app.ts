@@ -57,6 +57,21 @@ export function usePoll(refresh: Refresh, key: string): () => void {
   return useCallback(() => nowRef.current(), []);
 }
 
+/**
+ * Call `read` when the page is shown, when `key` changes, when the tab becomes visible again
+ * (document's visibilitychange) and when the returned `now()` is called (after an action), but
+ * never on a timer: for pages whose data changes only by what people do (the admin's users).
+ */
+export function useRead(read: (signal: AbortSignal) => Promise<unknown>, key: string): () => void {
+  const now = usePoll(async (signal) => { await read(signal); return false; }, key);
+  useEffect(() => {
+    const shown = (): void => { if (document.visibilityState === "visible") now(); };
+    document.addEventListener("visibilitychange", shown);
+    return () => document.removeEventListener("visibilitychange", shown);
+  }, [now]);
+  return now;
+}
+
 /** The hash's query, and a setter that replaces it (empty values dropped) without adding a
  * history entry. `onExternal` runs when the query changes by other means (a link followed, an
  * address typed, back or forward: a POP navigation), and the page reads its choices from it

@@ -1,4 +1,5 @@
-// The checkpoints table of the experiment and trial pages (the newest 100); `actions` adds a
+// The checkpoints table of the experiment and trial pages (one page of them: CheckpointsPanel
+// pages through them 100 at a time); `actions` adds a
 // cell of buttons per row (CheckpointsPanel: copy UUID, register, delete).
 import type { ReactNode } from "react";
 import { Link } from "react-router-dom";

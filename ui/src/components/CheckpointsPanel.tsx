@@ -1,7 +1,8 @@
 // The checkpoints of an experiment or a trial with what a user does to them: DELETED ones
 // (garbage-collected or deleted) hidden unless asked for, copy a UUID, register one as a
 // model's next version (an existing model or a new one), delete one after a confirmation
-// (DELETE /api/v1/checkpoints). Polls while the run can still change, and after each action.
+// (DELETE /api/v1/checkpoints). Read 100 at a time (offset/limit), with the total and
+// Previous / Next. Polls while the run can still change, and after each action.
 import { useRef, useState } from "react";
 import * as api from "../api";
 import { usePoll, useShell } from "../app";
@@ -15,6 +16,9 @@ export const KEPT_STATES = ["STATE_ACTIVE", "STATE_COMPLETED", "STATE_ERROR", "S
 
 interface Model { name: string }
 
+/** Checkpoints on a page of the table. */
+export const CHECKPOINTS_PAGE = 100;
+
 /** `base` is `/experiments/ID` or `/trials/ID`; `sortBy` the listing's sortByAttr. */
 export function CheckpointsPanel({ base, sortBy, metric, withTrial, ended }: {
   base: string; sortBy: string; metric: string; withTrial: boolean; ended: boolean;
@@ -22,15 +26,25 @@ export function CheckpointsPanel({ base, sortBy, metric, withTrial, ended }: {
   const { toast, handle } = useShell();
   const [showDeleted, setShowDeleted] = useState(false);
   const [checkpoints, setCheckpoints] = useState<Checkpoint[] | null>(null);
+  const [page, setPage] = useState(0);
+  const [total, setTotal] = useState(0);
   const [registering, setRegistering] = useState<string | null>(null);
   const now = usePoll(async (signal) => {
-    const qs = new URLSearchParams({ sortByAttr: sortBy, orderBy: "ORDER_BY_DESC", limit: "100" });
+    const qs = new URLSearchParams({
+      sortByAttr: sortBy, orderBy: "ORDER_BY_DESC", offset: String(page * CHECKPOINTS_PAGE), limit: String(CHECKPOINTS_PAGE),
+    });
     if (!showDeleted) for (const s of KEPT_STATES) qs.append("states", s);
-    const answer = await api.get<{ checkpoints?: Checkpoint[] }>(`${base}/checkpoints?${qs.toString()}`, signal);
+    const answer = await api.get<{ checkpoints?: Checkpoint[]; pagination?: { total?: number } }>(`${base}/checkpoints?${qs.toString()}`, signal);
     if (signal.aborted) return;
+    const count = answer.pagination?.total ?? 0;
+    setTotal(count);
+    // a page emptied by deletions: show the last one that has checkpoints
+    if (page > 0 && page * CHECKPOINTS_PAGE >= count) { setPage(Math.max(0, Math.ceil(count / CHECKPOINTS_PAGE) - 1)); return false; }
     setCheckpoints(answer.checkpoints ?? []);
     return !ended;
-  }, `${base} ${showDeleted} ${ended}`);
+  }, `${base} ${showDeleted} ${ended} ${page}`);
+  const pages = Math.max(1, Math.ceil(total / CHECKPOINTS_PAGE));
+  const first = page * CHECKPOINTS_PAGE;
 
   const copy = (uuid: string): void => {
     navigator.clipboard.writeText(uuid).then(() => toast(`Copied ${uuid}`), handle);
@@ -60,10 +74,19 @@ export function CheckpointsPanel({ base, sortBy, metric, withTrial, ended }: {
     <>
       <div className="controls">
         <label htmlFor="show-deleted" className="field">
-          <input type="checkbox" id="show-deleted" checked={showDeleted} onChange={(e) => setShowDeleted(e.target.checked)} /> Show deleted checkpoints
+          <input type="checkbox" id="show-deleted" checked={showDeleted} onChange={(e) => { setShowDeleted(e.target.checked); setPage(0); }} /> Show deleted checkpoints
         </label>
       </div>
       <CheckpointsTable checkpoints={checkpoints} metric={metric} withTrial={withTrial} actions={actions} />
+      {checkpoints !== null && total > 0 && (
+        <nav className="pager" aria-label="Pages of checkpoints" id="checkpoints-pager">
+          <button type="button" disabled={page === 0} aria-label="Previous page of checkpoints" onClick={() => setPage(page - 1)}>Previous</button>
+          <span id="checkpoints-range" aria-live="polite">
+            {`${first + 1}–${first + checkpoints.length} of ${total} checkpoints`}{pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}
+          </span>
+          <button type="button" disabled={page + 1 >= pages} aria-label="Next page of checkpoints" onClick={() => setPage(page + 1)}>Next</button>
+        </nav>
+      )}
       {registering && <RegisterDialog uuid={registering} onClose={() => setRegistering(null)} />}
     </>
   );

@@ -6,11 +6,13 @@
 // and roles, AdminRoles.tsx). Groups: POST /groups/search, POST /groups, GET /groups/ID
 // (members), PUT /groups/ID {addUsers, removeUsers}, DELETE /groups/ID (after confirm), and the
 // open group's roles. Every refusal is shown by the form or table it came from, with the master's
-// reason (a taken username, the last active admin, a too short password, a role it lacks).
+// reason (a taken username, the last active admin, a too short password, a role it lacks). The
+// users table is read on load, after each action and when the tab is shown again (useRead), not
+// on a timer.
 import { useState } from "react";
 import { Link, Navigate, useParams } from "react-router-dom";
 import * as api from "../api";
-import { isApiError, useHashQuery, usePoll, useShell } from "../app";
+import { isApiError, useHashQuery, usePoll, useRead, useShell } from "../app";
 import { LabelledSelect, Table, useTitle } from "../components/common";
 import { Field, refusal } from "../components/Field";
 import { RolesPanel } from "./AdminRoles";
@@ -105,7 +107,8 @@ function UsersSection() {
   const setPassword = useAction(setResetError);
 
   const q = query.get("q") ?? "";
-  const refresh = usePoll(async (signal) => {
+  // read on load, after each action and when the tab is shown again, not on a timer
+  const refresh = useRead(async (signal) => {
     const answer = await api.get<{ users?: User[]; pagination?: { total?: number } }>(usersPath(q, page), signal);
     if (signal.aborted) return;
     setUsers(answer.users ?? []);

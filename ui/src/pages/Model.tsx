@@ -4,8 +4,11 @@
 // who registered it and when). A form registers a COMPLETED checkpoint by UUID as the next
 // version (POST /models/NAME/versions); Delete removes a version after confirm
 // (DELETE /models/NAME/versions/N). Edit changes the model (ModelEdit's EditModel; a new name
-// moves the page to its new address) and Edit on a row a version's name, comment and notes;
-// Archive / Unarchive (POST /models/NAME/archive|unarchive). Refusals show the master's reason.
+// moves the page to its new address) and Edit on a row a version's name, comment, labels,
+// metadata and notes; Archive / Unarchive (POST /models/NAME/archive|unarchive); Move to another
+// workspace (GET /workspaces for the choice, POST /models/NAME/move {destinationWorkspaceId});
+// Delete the model and its versions after confirm (DELETE /models/NAME), then back to the
+// Models list. Refusals show the master's reason.
 import { useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import * as api from "../api";
@@ -16,8 +19,10 @@ import { when } from "../format";
 import { EditModel, EditVersion } from "./ModelEdit";
 import { labelList, type Model } from "./Models";
 
+interface Workspace { id: number; name: string; archived?: boolean }
+
 interface Version {
-  id: number; version: number; name?: string; comment?: string; notes?: string; labels?: string[];
+  id: number; version: number; name?: string; comment?: string; notes?: string; labels?: string[]; metadata?: Record<string, unknown>;
   creationTime?: string; username?: string | null;
   checkpoint: { uuid: string; state?: string; training?: { trialId?: number; experimentId?: number } };
 }
@@ -33,6 +38,8 @@ export function ModelPage() {
   const [editingVersion, setEditingVersion] = useState<number | null>(null);
   const [actionError, setActionError] = useState("");
   const [busy, setBusy] = useState(false);
+  const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
+  const [destination, setDestination] = useState("");
   const navigate = useNavigate();
   useTitle(`Model ${name} · Stalwart`);
   const path = `/models/${encodeURIComponent(name)}`;
@@ -48,6 +55,11 @@ export function ModelPage() {
       throw err;
     }
   }, `model-${name}`);
+  usePoll(async (signal) => {
+    const answer = await api.get<{ workspaces?: Workspace[] }>("/workspaces", signal);
+    if (!signal.aborted) setWorkspaces(answer.workspaces ?? []);
+    return false;
+  }, "workspaces");
 
   if (model === "missing") {
     return (
@@ -102,6 +114,39 @@ export function ModelPage() {
       setBusy(false);
     }
   };
+  const move = async (event: React.FormEvent): Promise<void> => {
+    event.preventDefault();
+    const target = workspaces.find((w) => String(w.id) === destination);
+    if (!target) return;
+    setActionError("");
+    setBusy(true);
+    try {
+      await api.post(`${path}/move`, { destinationWorkspaceId: target.id });
+      toast(`Moved model ${name} to workspace ${target.name}`);
+      setDestination("");
+      refresh();
+    } catch (err) {
+      const message = refusal(err, `move model ${name}`);
+      if (message) setActionError(message); else handle(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const removeModel = async (): Promise<void> => {
+    const count = versions.length;
+    if (!window.confirm(`Delete model ${name}${count ? ` and its ${count} version${count === 1 ? "" : "s"}` : ""}? Their checkpoints stay.`)) return;
+    setActionError("");
+    setBusy(true);
+    try {
+      await api.call("DELETE", path);
+      toast(`Deleted model ${name}`);
+      navigate("/models");
+    } catch (err) {
+      const message = refusal(err, `delete model ${name}`);
+      if (message) setActionError(message); else handle(err);
+      setBusy(false);
+    }
+  };
   const saved = (m: Model): void => {
     setEditing(false);
     if (m.name !== name) navigate(`/models/${encodeURIComponent(m.name)}`, { replace: true });
@@ -111,13 +156,15 @@ export function ModelPage() {
   const m = model;
   const shownVersion = versions.find((v) => v.version === editingVersion);
   const metadata = m ? Object.entries(m.metadata ?? {}) : [];
+  const home = m ? workspaces.find((w) => w.id === m.workspaceId) : undefined;
+  const elsewhere = workspaces.filter((w) => w.id !== m?.workspaceId && !w.archived);
   return (
     <>
       <p><Link to="/models">← Models</Link></p>
       <h1 id="model-title">Model {name}{m?.archived ? " (archived)" : ""}</h1>
       {m && <Summary facts={[
         ["Description", m.description ?? ""], ["Labels", (m.labels ?? []).join(", ")], ["Owner", m.username ?? ""],
-        ["Workspace", String(m.workspaceId ?? "")], ["Created", when(m.creationTime)], ["Last updated", when(m.lastUpdatedTime)],
+        ["Workspace", home ? home.name : String(m.workspaceId ?? "")], ["Created", when(m.creationTime)], ["Last updated", when(m.lastUpdatedTime)],
       ]} />}
       {m?.archived && (
         <p className="archived-note" id="model-archived">Archived: the model takes no changes and no new versions until it is unarchived (its versions can still be edited and used).</p>
@@ -129,6 +176,15 @@ export function ModelPage() {
           {m.archived
             ? <button type="button" id="model-unarchive" disabled={busy} onClick={() => void archive(false)}>Unarchive model</button>
             : <button type="button" id="model-archive" disabled={busy} onClick={() => void archive(true)}>Archive model</button>}
+          <button type="button" className="danger" id="model-delete" disabled={busy} onClick={() => void removeModel()}>Delete model</button>
+          <form className="inline-form" id="model-move" aria-label={`Move model ${name}`} onSubmit={(e) => void move(e)}>
+            <label htmlFor="model-move-to">Move to workspace</label>
+            <select id="model-move-to" value={destination} onChange={(e) => setDestination(e.target.value)}>
+              <option value="">Pick a workspace</option>
+              {elsewhere.map((w) => <option key={w.id} value={String(w.id)}>{w.name}</option>)}
+            </select>
+            <button type="submit" disabled={busy || !destination}>Move model</button>
+          </form>
         </div>
       )}
       <p className="error" role="alert" id="model-error">{actionError}</p>
@@ -142,7 +198,7 @@ export function ModelPage() {
       <h2 id="notes-title">Notes</h2>
       {m?.notes ? <pre className="config" id="model-notes">{m.notes}</pre> : <p className="muted">No notes.</p>}
       <h2 id="versions-title">Versions</h2>
-      <Table id="versions" labelledBy="versions-title" columns={["Version", "Name", "Checkpoint", "Trial", "Comment", "Labels", "Notes", "Registered", "Actions"]}>
+      <Table id="versions" labelledBy="versions-title" columns={["Version", "Name", "Checkpoint", "Trial", "Comment", "Labels", "Notes", "Metadata", "Registered", "Actions"]}>
         {versions.map((v) => {
           const trial = v.checkpoint.training?.trialId;
           return (
@@ -154,6 +210,7 @@ export function ModelPage() {
               <td>{v.comment ?? ""}</td>
               <td>{(v.labels ?? []).join(", ")}</td>
               <td>{v.notes ?? ""}</td>
+              <td className="mono">{Object.entries(v.metadata ?? {}).map(([k, x]) => `${k}: ${JSON.stringify(x)}`).join(", ")}</td>
               <td>{`${when(v.creationTime)}${v.username ? ` by ${v.username}` : ""}`}</td>
               <td>
                 <div className="actions">

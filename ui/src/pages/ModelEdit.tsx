@@ -1,6 +1,6 @@
 // The model page's forms: EditModel (name, description, labels, metadata as key/value rows,
-// notes: PATCH /models/NAME) and EditVersion (a version's name, comment and notes:
-// PATCH /models/NAME/versions/N). A refusal of the master (no role to change the model, a
+// notes: PATCH /models/NAME) and EditVersion (a version's name, comment, labels, metadata and
+// notes: PATCH /models/NAME/versions/N); both edit metadata with MetadataFields. A refusal of the master (no role to change the model, a
 // name another model has, an archived model) is shown in the form with its reason.
 import { useRef, useState } from "react";
 import * as api from "../api";
@@ -41,18 +41,39 @@ export function rowsToMetadata(rows: Row[]): Record<string, unknown> | string {
   return metadata;
 }
 
-export function EditModel({ model, done, cancel }: { model: Model; done: (saved: Model) => void; cancel: () => void }) {
-  const { toast, handle } = useShell();
+/** Metadata as key/value rows being edited: `rows`, and `fields(prefix)` the fieldset that edits
+ * them (ids `PREFIX-metadata`, `PREFIX-add-key`). */
+function useMetadataRows(initial: Record<string, unknown> | undefined) {
   const next = useRef(0);
   const row = (key: string, value: string): Row => ({ id: next.current++, key, value });
+  const [rows, setRows] = useState<Row[]>(() => Object.entries(initial ?? {}).map(([k, v]) => row(k, metaText(v))));
+  const setRow = (id: number, patch: Partial<Row>): void => setRows((rs) => rs.map((r) => (r.id === id ? { ...r, ...patch } : r)));
+  const fields = (prefix: string): React.ReactNode => (
+    <fieldset id={`${prefix}-metadata`}>
+      <legend>Metadata</legend>
+      <p className="muted hint-line">A value that reads as JSON (<code>3</code>, <code>true</code>, <code>[1, 2]</code>, <code>"quoted"</code>) is kept as such; anything else is text.</p>
+      {rows.map((r, i) => (
+        <div className="meta-row" key={r.id} data-row={i}>
+          <input aria-label={`Metadata key ${i + 1}`} placeholder="key" value={r.key} onChange={(e) => setRow(r.id, { key: e.target.value })} />
+          <input aria-label={`Metadata value ${i + 1}`} placeholder="value" className="mono" value={r.value} onChange={(e) => setRow(r.id, { value: e.target.value })} />
+          <button type="button" aria-label={`Remove metadata row ${i + 1}`} onClick={() => setRows((rs) => rs.filter((x) => x.id !== r.id))}>Remove</button>
+        </div>
+      ))}
+      <button type="button" id={`${prefix}-add-key`} onClick={() => setRows((rs) => [...rs, row("", "")])}>Add a key</button>
+    </fieldset>
+  );
+  return { rows, fields };
+}
+
+export function EditModel({ model, done, cancel }: { model: Model; done: (saved: Model) => void; cancel: () => void }) {
+  const { toast, handle } = useShell();
   const [name, setName] = useState(model.name);
   const [description, setDescription] = useState(model.description ?? "");
   const [labels, setLabels] = useState((model.labels ?? []).join(", "));
   const [notes, setNotes] = useState(model.notes ?? "");
-  const [rows, setRows] = useState<Row[]>(() => Object.entries(model.metadata ?? {}).map(([k, v]) => row(k, metaText(v))));
+  const { rows, fields } = useMetadataRows(model.metadata);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
-  const setRow = (id: number, patch: Partial<Row>): void => setRows((rs) => rs.map((r) => (r.id === id ? { ...r, ...patch } : r)));
 
   const save = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
@@ -85,18 +106,7 @@ export function EditModel({ model, done, cancel }: { model: Model; done: (saved:
       <textarea id="model-edit-description" rows={2} value={description} onChange={(e) => setDescription(e.target.value)} />
       <label htmlFor="model-edit-labels">Labels (comma-separated)</label>
       <input id="model-edit-labels" value={labels} onChange={(e) => setLabels(e.target.value)} />
-      <fieldset id="model-edit-metadata">
-        <legend>Metadata</legend>
-        <p className="muted hint-line">A value that reads as JSON (<code>3</code>, <code>true</code>, <code>[1, 2]</code>, <code>"quoted"</code>) is kept as such; anything else is text.</p>
-        {rows.map((r, i) => (
-          <div className="meta-row" key={r.id} data-row={i}>
-            <input aria-label={`Metadata key ${i + 1}`} placeholder="key" value={r.key} onChange={(e) => setRow(r.id, { key: e.target.value })} />
-            <input aria-label={`Metadata value ${i + 1}`} placeholder="value" className="mono" value={r.value} onChange={(e) => setRow(r.id, { value: e.target.value })} />
-            <button type="button" aria-label={`Remove metadata row ${i + 1}`} onClick={() => setRows((rs) => rs.filter((x) => x.id !== r.id))}>Remove</button>
-          </div>
-        ))}
-        <button type="button" id="model-edit-add-key" onClick={() => setRows((rs) => [...rs, row("", "")])}>Add a key</button>
-      </fieldset>
+      {fields("model-edit")}
       <label htmlFor="model-edit-notes">Notes</label>
       <textarea id="model-edit-notes" rows={6} className="mono" value={notes} onChange={(e) => setNotes(e.target.value)} />
       <p className="error" role="alert" id="model-edit-error">{error}</p>
@@ -108,13 +118,18 @@ export function EditModel({ model, done, cancel }: { model: Model; done: (saved:
   );
 }
 
-export interface VersionFields { version: number; name?: string; comment?: string; notes?: string }
+export interface VersionFields {
+  version: number; name?: string; comment?: string; notes?: string; labels?: string[]; metadata?: Record<string, unknown>;
+}
 
 export function EditVersion({ model, version, done, cancel }: {
   model: string; version: VersionFields; done: () => void; cancel: () => void;
 }) {
   const { toast, handle } = useShell();
-  const [form, setForm] = useState({ name: version.name ?? "", comment: version.comment ?? "", notes: version.notes ?? "" });
+  const [form, setForm] = useState({
+    name: version.name ?? "", comment: version.comment ?? "", notes: version.notes ?? "", labels: (version.labels ?? []).join(", "),
+  });
+  const { rows, fields } = useMetadataRows(version.metadata);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
   const n = version.version;
@@ -122,9 +137,13 @@ export function EditVersion({ model, version, done, cancel }: {
   const save = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
     setError("");
+    const metadata = rowsToMetadata(rows);
+    if (typeof metadata === "string") { setError(metadata); return; }
     setBusy(true);
     try {
-      await api.call("PATCH", `/models/${encodeURIComponent(model)}/versions/${n}`, form);
+      await api.call("PATCH", `/models/${encodeURIComponent(model)}/versions/${n}`, {
+        name: form.name, comment: form.comment, notes: form.notes, labels: labelList(form.labels), metadata,
+      });
       toast(`Saved version ${n} of ${model}`);
       done();
     } catch (err) {
@@ -142,6 +161,9 @@ export function EditVersion({ model, version, done, cancel }: {
       <input id="version-edit-name" value={form.name} onChange={(e) => setForm((f) => ({ ...f, name: e.target.value }))} />
       <label htmlFor="version-edit-comment">Comment</label>
       <input id="version-edit-comment" value={form.comment} onChange={(e) => setForm((f) => ({ ...f, comment: e.target.value }))} />
+      <label htmlFor="version-edit-labels">Labels (comma-separated)</label>
+      <input id="version-edit-labels" value={form.labels} onChange={(e) => setForm((f) => ({ ...f, labels: e.target.value }))} />
+      {fields("version-edit")}
       <label htmlFor="version-edit-notes">Notes</label>
       <textarea id="version-edit-notes" rows={4} className="mono" value={form.notes} onChange={(e) => setForm((f) => ({ ...f, notes: e.target.value }))} />
       <p className="error" role="alert" id="version-edit-error">{error}</p>
