@@ -9,6 +9,7 @@ chromium first); elsewhere the tests are skipped with the reason. Screenshots go
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -162,6 +163,17 @@ def sign_in(page: Page, url: str) -> None:
     page.get_by_label("Password").fill("")
     page.get_by_label("Password").press("Enter")
     expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()
+
+
+def settled_width(page: Page, width: int, timeout_ms: float = 20_000) -> int:
+    """The page's scroll width once it fits ``width`` px, or as it is after ``timeout_ms`` (a
+    page resized while open lays its charts out again on the next frames, not at once)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    fits = f"() => document.documentElement.scrollWidth <= {width}"
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(fits, timeout=timeout_ms)
+    return int(page.evaluate("document.documentElement.scrollWidth"))
 
 
 def admin_headers(url: str) -> dict[str, str]:

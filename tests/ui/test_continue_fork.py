@@ -22,7 +22,7 @@ import yaml
 from stalwart.client import Client, Experiment
 from stalwart.local import LocalCluster
 from tests.examples.conftest import completed, example_config
-from tests.ui.conftest import CORE_API, admin_headers, sign_in
+from tests.ui.conftest import CORE_API, admin_headers, settled_width, sign_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -105,7 +105,7 @@ def test_continue_is_disabled_with_the_reason(
     # On a phone the actions wrap and the reason takes its own line: no sideways scrolling.
     page.set_viewport_size({"width": 390, "height": 900})
     expect(page.locator("#continue-reason")).to_be_visible()
-    width = page.evaluate("document.documentElement.scrollWidth")
+    width = settled_width(page, 390)
     assert width <= 390, f"the experiment page is {width} px wide"
     page.set_viewport_size({"width": 1400, "height": 1000})
 

@@ -12,7 +12,9 @@ Contract:
   untouched, byte for byte as they were written.
 - A compressed answer gets ``Content-Encoding: gzip``, its new ``Content-Length`` and ``Vary:
   Accept-Encoding``; an ``ETag`` becomes weak (``W/"..."``), which
-  :mod:`stalwart.master.api.conditional`'s ``If-None-Match`` comparison matches either way.
+  :mod:`stalwart.master.api.conditional`'s ``If-None-Match`` comparison matches either way; a
+  ``304`` to a request that named the weak tag carries the weak tag too (it stands for the
+  compressed copy the client holds).
   Every answer of a path that may be compressed carries ``Vary: Accept-Encoding``.
 - It runs outside the conditional-GET middleware (tags are hashes of the uncompressed bodies)
   and the wire middleware (which reads error bodies), so nothing inside sees gzip bytes.
@@ -85,18 +87,35 @@ class CompressionMiddleware:
             and accepts_gzip(headers.get(b"accept-encoding", b"").decode("latin-1"))
         )
         if not wanted:
-            await self.app(scope, receive, _vary_send(send))
+            await self.app(scope, receive, _vary_send(send, b""))
             return
-        await self.app(scope, receive, whole_body_send(_vary_send(send), _compressible, _finish))
+        asked = headers.get(b"if-none-match", b"")
+        outer = _vary_send(send, asked)
+        await self.app(scope, receive, whole_body_send(outer, _compressible, _finish))
 
 
-def _vary_send(send: Send) -> Send:
-    """``send`` with ``Vary: Accept-Encoding`` on every answer it starts."""
+def _vary_send(send: Send, asked: bytes) -> Send:
+    """``send`` with ``Vary: Accept-Encoding`` on every answer it starts, and a 304's tag
+    weak when the client asked with the weak tag of a compressed copy (``asked``: the
+    request's ``If-None-Match``), so the 304 names the copy the client holds."""
 
     async def vary_send(message: Message) -> None:
-        await send(_with_vary(message) if message["type"] == "http.response.start" else message)
+        if message["type"] == "http.response.start":
+            message = _with_vary(message)
+            if message.get("status") == 304 and asked:
+                message = _weak_tag_if_asked(message, asked)
+        await send(message)
 
     return vary_send
+
+
+def _weak_tag_if_asked(start: Message, asked: bytes) -> Message:
+    headers = []
+    for name, value in start.get("headers", []):
+        if name.lower() == b"etag" and not value.startswith(b"W/") and b"W/" + value in asked:
+            value = b"W/" + value
+        headers.append((name, value))
+    return {**start, "headers": headers}
 
 
 async def _finish(send: Send, start: Message, body: bytes) -> None:
