@@ -128,7 +128,7 @@ def test_start_report_exit_logs_and_forget(daemon: Daemon, master: Master, trial
     ]
     # (the exit line itself travels with the exit unless the shipper had it in flight: the
     # module's contract allows either, and a loaded machine takes the second path)
-    assert {line.container_id for line in final.logs} == {spec.container_id}
+    assert {line.container_id for line in final.logs} <= {spec.container_id}
     info = container_dir(daemon.settings.home, trial.allocation_id, 0) / "run/info/cluster.json"
     assert json.loads(info.read_text()) == {"master_url": master.url}
 

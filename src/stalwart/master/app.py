@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from fastapi import FastAPI
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from stalwart import __version__
@@ -67,7 +70,7 @@ from stalwart.master.api import (
 from stalwart.master.api.browser import SecurityHeadersMiddleware
 from stalwart.master.api.compression import CompressionMiddleware
 from stalwart.master.api.conditional import ConditionalGetMiddleware
-from stalwart.master.api.errors import install_error_handlers
+from stalwart.master.api.errors import database_error_is_transient, install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
 from stalwart.master.api.timing import ServerTimingMiddleware
 from stalwart.master.cluster.loop import ClusterLoop
@@ -88,7 +91,7 @@ from stalwart.master.stopping import StopGate, StopMiddleware
 from stalwart.master.transitions import install_event_publisher
 from stalwart.master.ui import mount_ui
 
-__all__ = ["create_app", "open_state"]
+__all__ = ["create_app", "open_state", "with_database_retries"]
 
 API_PREFIX = "/api/v1"
 
@@ -131,18 +134,61 @@ def open_state(settings: MasterSettings) -> MasterState:
     default_storage = None if settings.checkpoint_storage else settings.home / "checkpoints"
     prepare_home(settings.home, default_checkpoints=default_storage)
     engine = make_engine(settings.database_url)
-    migrate.upgrade(engine)
+    with_database_retries("migrating the database", lambda: migrate.upgrade(engine))
     sessions = make_session_factory(engine)
     state = MasterState(settings=settings, engine=engine, sessions=sessions)
     install_event_publisher(sessions, state.bus)
     install_log_wakeups(sessions, state.notifier)
     install_webhook_outbox(sessions, state.webhook_wake, base_url=settings.webhooks.base_url)
-    with sessions() as session:
-        bootstrap(session, settings.security.initial_user_password)
-        state.cluster_id = _cluster_id(session)
-        state.agent_token = _agent_token(session, settings)
+
+    def prepare() -> None:
+        with sessions() as session:
+            bootstrap(session, settings.security.initial_user_password)
+            state.cluster_id = _cluster_id(session)
+            state.agent_token = _agent_token(session, settings)
+
+    with_database_retries("preparing the database", prepare)
     state.rm = build_resource_manager(state)
     return state
+
+
+STARTUP_RETRY_DEADLINE_S = 60.0
+"""How long the master's start-up retries a step the database fails transiently."""
+
+T = TypeVar("T")
+
+
+def with_database_retries(
+    what: str,
+    step: Callable[[], T],
+    *,
+    deadline_s: float = STARTUP_RETRY_DEADLINE_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``step()``, run again while the database fails it transiently (its backend terminated,
+    a serialization failure, SQLite locked: ``api.errors.database_error_is_transient``),
+    waiting 0.5 s and doubling to 5 s, until ``deadline_s`` would pass; then the last error is
+    raised. Start-up steps are idempotent (migrations run in a transaction on PostgreSQL; the
+    bootstrap creates only what is missing), so a master started while its database blips
+    starts anyway instead of exiting."""
+    started = clock()
+    wait = 0.5
+    while True:
+        try:
+            return step()
+        except DBAPIError as exc:
+            late = clock() + wait - started > deadline_s
+            if late or not database_error_is_transient(exc):
+                raise
+            log.warning(
+                "%s: the database failed (%s); trying again in %.1f s",
+                what,
+                str(exc.orig).strip().splitlines()[0] if exc.orig else exc,
+                wait,
+            )
+            sleep(wait)
+            wait = min(wait * 2, 5.0)
 
 
 def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI:
