@@ -13,12 +13,14 @@ Contract (:func:`metrics_table`):
   infinities), a nested type for objects and lists of one shape, and else (values of mixed
   kinds, e.g. numbers and strings) a string column holding each value's JSON text. A report
   without the metric has a null there.
-- The database writes each report as one JSON line (fixed fields and the stored metrics text,
-  :func:`~stalwart.master.services.metrics.iter_report_lines`) and Arrow's C++ JSON reader
-  parses :data:`BATCH` lines at a time into typed columns: no Python object per report or per
-  value (converting Python values would also make pyarrow import pandas on first use, about a
-  second). A batch whose metric mixes kinds makes Arrow refuse it; then the whole table is
-  decoded in Python.
+- The reports are read on the driver's own cursor as plain columns (the time as microseconds
+  since the epoch, the metrics as their stored JSON text,
+  :func:`~stalwart.master.services.metrics.iter_metrics_text`); the fixed columns go to Arrow
+  through C arrays' buffers and the metrics texts, joined into one NDJSON buffer per
+  :data:`BATCH` reports, through Arrow's C++ JSON reader: no Python object per value, and no
+  ``pyarrow.array`` of Python values (its first use imports pandas where pandas is installed,
+  about a second in the master). A batch whose metric mixes kinds makes Arrow refuse it; then
+  the whole table is decoded in Python.
 - The table is built in memory (about 8 bytes per point plus the batch being parsed); the
   NDJSON stream is the path for reads that must not be held at once. pyarrow is imported on
   first use, not with the master.
@@ -26,6 +28,7 @@ Contract (:func:`metrics_table`):
 
 from __future__ import annotations
 
+import array
 import io
 import json
 import re
@@ -67,8 +70,6 @@ _MARKERS = (b"NaN", b"Infinity")
 """What a batch holding a marker contains (a cheap test before the regular expression: a
 pattern ending in a quote would make ``in`` slow on JSON, where quotes are everywhere)."""
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
-_METRICS = "m"
-"""The field of a report's line that holds its metrics."""
 
 
 class _MixedKindsError(Exception):
@@ -88,15 +89,14 @@ def metrics_table(
     ``batch`` reports at a time."""
     import pyarrow as pa
 
-    batches = list(metrics_svc.iter_report_lines(sessions, trial_ids, group, batch))
+    batches = list(metrics_svc.iter_metrics_text(sessions, trial_ids, group, batch))
     if not batches:
         return _fixed_schema().empty_table()
     try:
-        parsed = [_parse_fast(lines) for lines in batches]
-        table = pa.concat_tables(parsed, promote_options="permissive")
+        parsed = [_parse_fast(rows) for rows in batches]
+        return pa.concat_tables(parsed, promote_options="permissive")
     except (_MixedKindsError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        table = _parse_slow([line for lines in batches for line in lines])
-    return table
+        return _parse_slow([row for rows in batches for row in rows])
 
 
 def ipc_stream(table: pa.Table) -> bytes:
@@ -122,50 +122,53 @@ def _fixed_schema() -> pa.Schema:
     )
 
 
-def _parse_fast(lines: Sequence[str]) -> pa.Table:
-    """One batch of report lines through Arrow's reader: the fixed columns, then the metrics
-    (raises ArrowInvalid, or :class:`_MixedKindsError`, on a metric of mixed kinds)."""
+def _fixed_columns(rows: Sequence[metrics_svc.MetricsTextRow]) -> list[pa.Array[Any]]:
+    """The batch's four fixed columns, from the driver's integers through a C array's buffer
+    (what ``pyarrow.array`` of Python values would do, without its first-use import of
+    pandas)."""
+    import pyarrow as pa
+
+    count = len(rows)
+    columns: list[pa.Array[Any]] = []
+    for index, field in enumerate(_fixed_schema()):
+        values = array.array("q", typing.cast("list[int]", [row[index] for row in rows]))
+        column = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(values)])
+        columns.append(column if field.type == pa.int64() else column.cast(field.type))
+    return columns
+
+
+def _parse_fast(rows: Sequence[metrics_svc.MetricsTextRow]) -> pa.Table:
+    """One batch: the fixed columns, then the metrics through Arrow's JSON reader (raises
+    ArrowInvalid, or :class:`_MixedKindsError`, on a metric of mixed kinds)."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    blob = "\n".join(lines).encode()
+    blob = "\n".join([row[4] or "{}" for row in rows]).encode()
     if any(marker in blob for marker in _MARKERS):
         blob = _MARKER.sub(rb"\1\2", blob)
     read = pa_json.ReadOptions(block_size=max(len(blob) + 1, 1 << 20))
-    schema = _fixed_schema()
-    naive = schema.set(3, pa.field("report_time", pa.timestamp("us")))  # the text is UTC
-    parse = pa_json.ParseOptions(explicit_schema=naive, unexpected_field_behavior="infer")
-    table = pa_json.read_json(io.BytesIO(blob), read_options=read, parse_options=parse)
-    if table.num_rows != len(lines):  # a stored text with a raw line break
-        raise _MixedKindsError
-    times = table.column("report_time").cast(schema.field("report_time").type)
-    columns = [table.column(name).combine_chunks() for name in FIXED_COLUMNS[:3]]
-    columns.append(times.combine_chunks())
+    metrics = pa_json.read_json(io.BytesIO(blob), read_options=read)
+    if metrics.num_rows != len(rows):
+        if metrics.num_columns or metrics.num_rows:  # a stored text with a raw line break
+            raise _MixedKindsError
+        metrics = pa.table({})  # only empty objects: Arrow reads no rows
+    columns = _fixed_columns(rows)
     names = list(FIXED_COLUMNS)
-    if _METRICS in table.column_names:
-        metrics = typing.cast("pa.StructArray", table.column(_METRICS).combine_chunks())
-        for index in range(metrics.type.num_fields):
-            columns.append(metrics.field(index))
-            names.append(_column_name(metrics.type.field(index).name))
+    for name, column in zip(metrics.column_names, metrics.columns, strict=True):
+        columns.append(column.combine_chunks())
+        names.append(_column_name(name))
     return pa.Table.from_arrays(columns, names=names)
 
 
-def _parse_slow(lines: Sequence[str]) -> pa.Table:
+def _parse_slow(rows: Sequence[metrics_svc.MetricsTextRow]) -> pa.Table:
     """Every report decoded in Python; a column mixing kinds becomes the values' JSON text."""
     import pyarrow as pa
 
-    rows = [json.loads(line) for line in lines]
-    reports = [row.get(_METRICS) or {} for row in rows]
+    reports = [json.loads(row[4]) if row[4] else {} for row in rows]
     names: dict[str, None] = {}
     for report in reports:
         names.update(dict.fromkeys(report))
-    schema = _fixed_schema()
-    fixed = {
-        name: pa.array([row[name] for row in rows], schema.field(name).type)
-        for name in FIXED_COLUMNS[:3]
-    }
-    times = pa.array([row["report_time"] for row in rows], pa.string())
-    fixed["report_time"] = times.cast(pa.timestamp("us")).cast(schema.field("report_time").type)
+    fixed = dict(zip(FIXED_COLUMNS, _fixed_columns(rows), strict=True))
     metric_columns = {_column_name(n): _column([r.get(n) for r in reports]) for n in names}
     return pa.table({**fixed, **metric_columns})
 

@@ -74,13 +74,14 @@ __all__ = [
     "TRAINING",
     "VALIDATION",
     "MetricsInput",
+    "MetricsTextRow",
     "ReportResult",
     "ReportRow",
     "SeriesPoint",
     "ValidationSummary",
     "downsample_lttb",
     "ingest_lock",
-    "iter_report_lines",
+    "iter_metrics_text",
     "iter_report_rows",
     "lock_validations",
     "lttb_indices",
@@ -691,44 +692,45 @@ def iter_report_rows(
             last = rows[-1]
 
 
-_LINE_HEAD = (
-    """'{"trial_id":' || trial_id || ',"trial_run_id":' || trial_run_id"""
-    """ || ',"steps_completed":' || steps_completed || ',"report_time":"' || """
-)
-_REPORT_LINE_SQL = {
+MetricsTextRow = tuple[int, int, int, int, str | None]
+"""A stored report for the columnar export, as the database driver answers it:
+``(trial_id, trial_run_id, steps_completed, report time in microseconds since the epoch (UTC),
+the stored metrics JSON text)``."""
+
+_METRICS_TEXT_SQL = {
+    # The stored text is 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC): whole seconds, then the digits.
     "sqlite": (
-        f"SELECT {_LINE_HEAD}report_time || '\",\"m\":' || coalesce(metrics, '{{}}') || '}}' "
+        "SELECT trial_id, trial_run_id, steps_completed, "
+        "CAST(strftime('%s', report_time) AS INTEGER) * 1000000 "
+        "+ CAST(substr(report_time, 21, 6) AS INTEGER), metrics "
         'FROM metric_reports WHERE trial_id = ? AND "group" = ? AND NOT archived '
         "ORDER BY steps_completed, id"
     ),
     "postgresql": (
-        f"SELECT {_LINE_HEAD}"
-        "to_char(report_time AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || "
-        "'\",\"m\":' || coalesce(metrics::text, '{}') || '}' "
+        "SELECT trial_id, trial_run_id, steps_completed, "
+        "(extract(epoch FROM report_time) * 1000000)::bigint, metrics::text "
         'FROM metric_reports WHERE trial_id = %s AND "group" = %s AND NOT archived '
         "ORDER BY steps_completed, id"
     ),
 }
 
 
-def iter_report_lines(
+def iter_metrics_text(
     sessions: SessionFactory, trial_ids: Sequence[int], group: str, batch: int
-) -> Iterator[list[str]]:
-    """The trials' live reports of ``group``, trial by trial in step order, as JSON lines the
-    database writes itself, in lists of at most ``batch``: ``{"trial_id": ..., "trial_run_id":
-    ..., "steps_completed": ..., "report_time": "YYYY-MM-DD HH:MM:SS.ffffff" (UTC), "m": <the
-    stored metrics text>}`` (no per-batch metrics; no ORM or driver row per value: one query per
+) -> Iterator[list[MetricsTextRow]]:
+    """The trials' live reports of ``group``, trial by trial in step order, in lists of at
+    most ``batch`` :data:`MetricsTextRow` (no per-batch metrics, no ORM rows: one query per
     trial on the driver's own cursor, read ``batch`` rows at a time in one read transaction),
     for the columnar export."""
     for trial_id in trial_ids:
         with sessions() as session:
             connection = session.connection()
-            sql = _REPORT_LINE_SQL[connection.dialect.name]
+            sql = _METRICS_TEXT_SQL[connection.dialect.name]
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql, (trial_id, group))
                 while rows := cursor.fetchmany(batch):
-                    yield [row[0] for row in rows]
+                    yield typing.cast("list[MetricsTextRow]", rows)
             finally:
                 cursor.close()
 
