@@ -3,10 +3,7 @@
 // (pages/WorkspaceRoles.tsx: who holds which role there). The table of assignments, each with
 // Remove or a hint where it is taken away, and the way an action runs: the master's refusal on
 // the panel's error line, a toast when done, then the panel's refresh.
-import { useState } from "react";
-import { useShell } from "../app";
 import { Table } from "./common";
-import { refusal } from "./Field";
 
 /** The four roles one can give in a workspace: the wire's label (`PUT /workspaces/ID/roles/...`,
  * `GET /workspaces/ID/roles`) and the name the master lists them under (`POST /roles/search`). */
@@ -45,27 +42,3 @@ export function RoleTable({ id, labelledBy, columns, rows }: { id: string; label
   );
 }
 
-/** An action runner for a roles panel: `run(what, action, done)` clears the error line, calls
- * `action`, and either shows the master's refusal ("Not allowed to WHAT: ...") on the error line
- * or toasts `done` and calls `after`; true when it was done. */
-export function useRoleAction(after: () => void): {
-  error: string; setError: (message: string) => void;
-  run: (what: string, action: () => Promise<unknown>, done: string) => Promise<boolean>;
-} {
-  const { toast, handle } = useShell();
-  const [error, setError] = useState("");
-  const run = async (what: string, action: () => Promise<unknown>, done: string): Promise<boolean> => {
-    setError("");
-    try {
-      await action();
-    } catch (err) {
-      const message = refusal(err, what);
-      if (message) setError(message); else handle(err);
-      return false;
-    }
-    toast(done);
-    after();
-    return true;
-  };
-  return { error, setError, run };
-}

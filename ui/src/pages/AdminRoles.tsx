@@ -9,7 +9,8 @@ import { useState } from "react";
 import * as api from "../api";
 import { usePoll } from "../app";
 import { LabelledSelect } from "../components/common";
-import { RoleTable, useRoleAction } from "../components/Roles";
+import { useAction } from "../components/Field";
+import { RoleTable } from "../components/Roles";
 
 interface Role { roleId: number; name?: string | null }
 interface Assignment { role: Role; scopeWorkspaceId?: number | null }
@@ -78,7 +79,7 @@ export function RolesPanel({ holder, after }: { holder: Holder; after: () => voi
       ? { userRoleAssignments: [{ userId: holder.id, roleAssignment }] }
       : { groupRoleAssignments: [{ groupId: holder.id, roleAssignment }] };
   };
-  const { error, setError, run } = useRoleAction(() => { refresh(); after(); });
+  const { error, setError, run } = useAction(() => { refresh(); after(); });
   const remove = (row: Row): void => {
     if (row.workspaceId === null) {
       void run(`remove admin rights of ${holder.name}`, () => api.call("PATCH", `/users/${holder.id}`, { admin: false }),

@@ -8,10 +8,10 @@
 import { useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import * as api from "../api";
-import { isApiError, usePoll, useShell } from "../app";
+import { isApiError, usePoll } from "../app";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { useTitle } from "../components/common";
-import { Field, refusal } from "../components/Field";
+import { Field, useAction } from "../components/Field";
 import { ExperimentsPage } from "./Experiments";
 import type { Project } from "./Workspace";
 
@@ -19,8 +19,7 @@ export function ProjectPage() {
   const id = Number(useParams().id);
   const [project, setProject] = useState<Project | null | "missing">(null);
   const [edit, setEdit] = useState<{ name: string; description: string } | null>(null);  // null: not editing
-  const [error, setError] = useState("");
-  const { toast, handle } = useShell();
+  const { error, run: act } = useAction();
   const navigate = useNavigate();
   useTitle(`${project && project !== "missing" ? project.name : `Project ${id}`} · Stalwart`);
 
@@ -43,18 +42,6 @@ export function ProjectPage() {
     );
   }
   if (!project) return <h1>Project {id}</h1>;
-  const act = async (what: string, action: () => Promise<unknown>, done: string): Promise<boolean> => {
-    setError("");
-    try {
-      await action();
-    } catch (err) {
-      const message = refusal(err, what);
-      if (message) setError(message); else handle(err);
-      return false;
-    }
-    toast(done);
-    return true;
-  };
   const save = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
     if (!edit) return;

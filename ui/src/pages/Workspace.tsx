@@ -12,7 +12,7 @@ import * as api from "../api";
 import { isApiError, usePoll, useShell } from "../app";
 import { Breadcrumbs } from "../components/Breadcrumbs";
 import { LabelledSelect, Table, useTitle } from "../components/common";
-import { Field, refusal } from "../components/Field";
+import { Field, refusal, useAction } from "../components/Field";
 import { WorkspaceRoles } from "./WorkspaceRoles";
 import { workspaces, type Workspace } from "./Workspaces";
 
@@ -30,7 +30,7 @@ export function WorkspacePage() {
   const [form, setForm] = useState({ name: "", description: "" });
   const [moveTo, setMoveTo] = useState<Record<number, string>>({});
   const [error, setError] = useState("");
-  const [pageError, setPageError] = useState("");
+  const { error: pageError, run: act } = useAction();
   const [rename, setRename] = useState<string | null>(null);  // the name being typed, null: not editing
   const navigate = useNavigate();
   useTitle(`${ws && ws !== "missing" ? ws.name : `Workspace ${id}`} · Stalwart`);
@@ -88,18 +88,6 @@ export function WorkspacePage() {
   };
 
   const own = ws;
-  const act = async (what: string, action: () => Promise<unknown>, done: string): Promise<boolean> => {
-    setPageError("");
-    try {
-      await action();
-    } catch (err) {
-      const message = refusal(err, what);
-      if (message) setPageError(message); else handle(err);
-      return false;
-    }
-    toast(done);
-    return true;
-  };
   const saveName = async (event: React.FormEvent): Promise<void> => {
     event.preventDefault();
     if (!own || rename === null) return;

@@ -9,7 +9,8 @@ import { useRef, useState } from "react";
 import * as api from "../api";
 import { usePoll } from "../app";
 import { LabelledSelect } from "../components/common";
-import { RoleTable, WORKSPACE_ROLES, roleName, useRoleAction, type RoleRow } from "../components/Roles";
+import { useAction } from "../components/Field";
+import { RoleTable, WORKSPACE_ROLES, roleName, type RoleRow } from "../components/Roles";
 
 interface Assignments {
   defaultRole: string;
@@ -59,7 +60,7 @@ export function WorkspaceRoles({ workspaceId, name }: { workspaceId: number; nam
     if (found) { peopleRead.current = true; setPeople(found); }
   }, `workspace-roles-${workspaceId}`);
 
-  const { error, setError, run } = useRoleAction(refresh);
+  const { error, setError, run } = useAction(refresh);
   const base = `/workspaces/${workspaceId}/roles`;
   const rows: RoleRow[] = [
     ...(held?.assignments ?? []).map((a): RoleRow => ({
