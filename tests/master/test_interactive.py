@@ -33,7 +33,6 @@ from stalwart.master.db.tables import (
     Workspace,
     WorkspaceRole,
 )
-from stalwart.master.rm.agent.manager import AgentManager
 from stalwart.master.services import interactive as svc
 from stalwart.master.services.passwords import hash_password
 from stalwart.master.state import MasterState
@@ -45,7 +44,7 @@ from tests.master.conftest import make_settings
 def state(tmp_path: Path) -> Iterator[MasterState]:
     st = open_state(make_settings(tmp_path / "home"))
     st.clock = ManualClock()
-    st.rm = AgentManager(st)
+    st.serving_since = st.clock.monotonic()  # agents' grace counts from the manual clock
     try:
         yield st
     finally:

@@ -149,6 +149,7 @@ def open_state(settings: MasterSettings) -> MasterState:
 
     with_database_retries("preparing the database", prepare)
     state.rm = build_resource_manager(state)
+    state.serving_since = state.clock.monotonic()
     return state
 
 
@@ -203,6 +204,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = open_state(settings)
+        state.serving_since = None  # until the server listens (below, as the lifespan yields)
         state.notifier.bind(asyncio.get_running_loop())
         gate.on_stop(state.notifier.close)  # long-polls answer, follows end
         gate.on_stop(state.log_ring.stop_followers)
@@ -234,6 +236,7 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
             if cleanup is not None:
                 cleanup.start()
             try:
+                state.serving_since = state.clock.monotonic()  # uvicorn listens once we yield
                 yield
             finally:
                 gate.begin()  # when the server did not (tests, an embedding server)

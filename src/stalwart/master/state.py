@@ -205,6 +205,12 @@ class MasterState:
     clock: Clock = field(default_factory=SystemClock)
     """Where the cluster loop and the resource managers read the time (tests drive a
     :class:`~stalwart.master.clock.ManualClock`)."""
+    serving_since: float | None = None
+    """When (:attr:`clock`'s monotonic time) this master began answering requests, or None
+    while it is still starting. Agents' grace after a master restart counts from it: an agent
+    cannot sync before the master listens. ``open_state`` sets it at once (a state used
+    without a server serves its callers from the start); the app's lifespan clears it while it
+    starts and sets it as the server begins listening."""
     webhook_wake: threading.Event = field(default_factory=threading.Event)
     """Set after a commit that added webhook deliveries: wakes the deliverer
     (:mod:`stalwart.master.cluster.webhooks`)."""

@@ -29,7 +29,6 @@ from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.lifecycle import TrialExit
 from stalwart.master.cluster.loop import ClusterLoop
 from stalwart.master.db.tables import Agent, Allocation, Experiment, Slot, TaskLog, Trial, User
-from stalwart.master.rm.agent.manager import AgentManager
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
@@ -443,7 +442,7 @@ def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
     state = _state_with(tmp_path, cluster={"agent_timeout": 20})
     clock = ManualClock()
     state.clock = clock
-    state.rm = AgentManager(state)  # counts the agent timeout from the manual clock's start
+    state.serving_since = clock.monotonic()  # agents' grace counts from the manual clock
     try:
         loop = ClusterLoop(state)
         lost, spare = FakeNode(state, "lost"), FakeNode(state, "spare")
@@ -462,6 +461,37 @@ def test_a_lost_agent_s_trial_restarts_elsewhere_and_the_old_copy_is_killed(
         assert moved.task_id == spec.task_id
         assert moved.allocation_id != spec.allocation_id
         assert lost.sync().kill == [spec.allocation_id]  # back again: no trial runs twice
+    finally:
+        state.engine.dispose()
+
+
+def test_an_agent_s_grace_after_a_master_restart_counts_from_when_the_master_listens(
+    tmp_path: Path,
+) -> None:
+    """A master whose start took longer than ``agent_timeout`` (a busy machine, a long
+    migration) does not count that time against its agents: they cannot sync before it
+    listens. Once it listens they get the full timeout to reattach, and no more."""
+    state = _state_with(tmp_path, cluster={"agent_timeout": 20})
+    clock = ManualClock()
+    state.clock = clock
+    try:
+        loop = ClusterLoop(state)
+        node = FakeNode(state)
+        node.sync()
+        _create(state)
+        loop.run_round()
+        (spec,) = node.sync().start
+        node.sync()
+        state.serving_since = None  # the master restarts: its start takes 60 s
+        clock.advance(60)
+        loop.run_round()
+        state.serving_since = clock.monotonic()  # it listens
+        clock.advance(19)
+        loop.run_round()
+        assert node.sync().kill == []  # reattached within the timeout: the trial runs on
+        clock.advance(21)  # then silent for longer than the timeout: lost
+        loop.run_round()
+        assert node.sync().kill == [spec.allocation_id]
     finally:
         state.engine.dispose()
 

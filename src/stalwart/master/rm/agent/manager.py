@@ -5,8 +5,9 @@ Agents report and fetch their work with their own syncs (``POST /agents/{id}/syn
 all, so each of its steps is database work under the state lock.
 
 - :meth:`AgentManager.sync` looks for lost agents (at most once a second): an agent silent for
-  ``cluster.agent_timeout`` (counted from this master's start at the earliest, so agents can
-  reattach after a master restart) is disconnected and its unfinished containers exit with no
+  ``cluster.agent_timeout`` (counted at the earliest from when this master began to listen,
+  ``MasterState.serving_since``, so agents can reattach after a master restart however long
+  its start took) is disconnected and its unfinished containers exit with no
   code ("lost"); the loop then ends their allocations (the trials restart elsewhere).
 - :meth:`AgentManager.schedule` reads a snapshot
   (:func:`~stalwart.master.rm.agent.placement.read_snapshot`), lets the pools' schedulers
@@ -49,7 +50,6 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
 
     def __init__(self, state: MasterState) -> None:
         super().__init__(state)
-        self._started = state.clock.monotonic()
         self._last_reap: float | None = None
         self._explained: set[str] = set()
 
@@ -59,7 +59,8 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
         """Record the containers of lost agents as exited (see the module docstring)."""
         timeout = self.state.settings.cluster.agent_timeout
         now = self.state.clock.monotonic()
-        if now - self._started < timeout:
+        since = self.state.serving_since
+        if since is None or now - since < timeout:
             return []  # too early to tell: agents may still be reattaching
         if self._last_reap is not None and now - self._last_reap < min(1.0, timeout / 4):
             return []  # looked a moment ago (a sub-second check is plenty)
