@@ -119,6 +119,15 @@ def _parser() -> argparse.ArgumentParser:
         help="b1: only this peer (repeatable; default: all three, without Ray's default "
         "actor-per-trial above 1,000 trials)",
     )
+    run.add_argument(
+        "--users", type=int, action="append", help="b3: locust users (repeatable; 25 and 100)"
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        action="append",
+        help="b3: the master's worker processes (repeatable; 1 and 2)",
+    )
     return parser
 
 
@@ -146,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         databases=tuple(args.db) if args.db else ("sqlite", "postgresql"),
         trials=args.trials,
         peers=tuple(args.peer) if args.peer else None,
+        users=tuple(args.users) if args.users else None,
+        workers=tuple(args.workers) if args.workers else None,
     )
     missed = False
     for name in args.names or list(BENCHMARKS):

@@ -60,6 +60,10 @@ class Options:
     """``b1``'s number of trials per system (``--trials``; None: its default)."""
     peers: tuple[str, ...] | None = None
     """``b1``'s peers (``--peer``, repeatable; None: its default for the number of trials)."""
+    users: tuple[int, ...] | None = None
+    """``b3``'s numbers of locust users (``--users``, repeatable; None: 25 and 100)."""
+    workers: tuple[int, ...] | None = None
+    """``b3``'s master worker processes (``--workers``, repeatable; None: 1 and 2)."""
 
 
 @dataclass

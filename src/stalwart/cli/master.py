@@ -1,10 +1,10 @@
 """``stalwart master``: run the master (REST API, database, scheduler).
 
 ``stalwart master [--config master.yaml] [--port 8080] [--db URL] [--home DIR]
-[--tls-cert FILE --tls-key FILE]`` serves until Ctrl-C or SIGTERM, then stops cleanly within
-5 s (HTTPS with a certificate; proxy headers only from ``http.trusted_proxies``:
-:mod:`stalwart.master.serve`). It needs the
-``master`` extra; the import happens only when it runs.
+[--tls-cert FILE --tls-key FILE] [--workers N]`` serves until Ctrl-C or SIGTERM, then stops
+cleanly within 5 s (HTTPS with a certificate; proxy headers only from ``http.trusted_proxies``:
+:mod:`stalwart.master.serve`; from N processes: :mod:`stalwart.master.supervisor`). It needs
+the ``master`` extra; the import happens only when it runs.
 ``stalwart master info``, ``stalwart master config`` and ``stalwart master logs`` ask a running
 master instead.
 """
@@ -58,6 +58,10 @@ def master(
         Path | None, typer.Option(help="PEM certificate: serve HTTPS (with --tls-key).")
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Processes serving the API (default 1; more use more cores)."),
+    ] = None,
 ) -> None:
     """Run the master (when no subcommand is given)."""
     if ctx.invoked_subcommand is not None:
@@ -72,7 +76,14 @@ def master(
     tls = {k: v for k, v in (("tls_cert", tls_cert), ("tls_key", tls_key)) if v is not None}
     settings = load_settings(
         config,
-        overrides={"host": host, "port": port, "db": db, "home": home, "http": tls or None},
+        overrides={
+            "host": host,
+            "port": port,
+            "db": db,
+            "home": home,
+            "workers": workers,
+            "http": tls or None,
+        },
     )
     _configure_logging()
     os.umask(0o077)  # the master's files are its own (stalwart.master.home)

@@ -73,16 +73,15 @@ from stalwart.master.api.conditional import ConditionalGetMiddleware
 from stalwart.master.api.errors import database_error_is_transient, install_error_handlers
 from stalwart.master.api.middleware import WireMiddleware
 from stalwart.master.api.timing import ServerTimingMiddleware
-from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.cluster.webhooks import WebhookDeliverer
+from stalwart.master.coordination import Leadership, run_dir
 from stalwart.master.db import migrate
 from stalwart.master.db.engine import make_engine, make_session_factory
 from stalwart.master.db.tables import MasterMeta
+from stalwart.master.duties import Duties
 from stalwart.master.home import prepare_home
 from stalwart.master.proxy import close_clients
 from stalwart.master.rm.build import build_resource_manager
 from stalwart.master.services.bootstrap import bootstrap
-from stalwart.master.services.log_retention import CleanupSchedule
 from stalwart.master.services.logs import install_log_wakeups
 from stalwart.master.services.webhook_events import install_webhook_outbox
 from stalwart.master.settings import MasterSettings
@@ -192,11 +191,17 @@ def with_database_retries(
             wait = min(wait * 2, 5.0)
 
 
-def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI:
+def create_app(
+    settings: MasterSettings, *, run_cluster: bool = True, master_id: str | None = None
+) -> FastAPI:
     """The master application for ``settings``.
 
-    ``run_cluster``: start the cluster loop (scheduling, searchers, lifecycle) with the app;
-    API tests that drive state by hand turn it off.
+    ``run_cluster``: run the background duties (:class:`~stalwart.master.duties.Duties`: the
+    cluster loop with scheduling, searchers and lifecycle; webhooks; retention) with the app;
+    API tests that drive state by hand turn it off. With ``settings.workers`` > 1 the app is
+    one worker of several (:mod:`stalwart.master.supervisor`, which passes the master's
+    ``master_id``): it joins the others (:meth:`MasterState.join_workers`) and runs the duties
+    only while it leads (:class:`~stalwart.master.coordination.Leadership`).
     """
 
     gate = StopGate()
@@ -204,6 +209,8 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = open_state(settings)
+        if master_id is not None:
+            state.master_id = master_id
         state.serving_since = None  # until the server listens (below, as the lifespan yields)
         state.notifier.bind(asyncio.get_running_loop())
         gate.on_stop(state.notifier.close)  # long-polls answer, follows end
@@ -218,34 +225,26 @@ def create_app(settings: MasterSettings, *, run_cluster: bool = True) -> FastAPI
                 state.cluster_id,
                 settings.database_url.split("://", 1)[0],
             )
-            loop = ClusterLoop(state) if run_cluster else None
-            if loop is not None:
-                loop.start()
-            app.state.cluster = loop
-            deliverer = WebhookDeliverer(state) if run_cluster else None  # off the request path
-            if deliverer is not None:
-                deliverer.start()
-            interval = settings.retention_policy.schedule_seconds
-            cleanup = (
-                CleanupSchedule(
-                    state.sessions, settings.retention_policy.log_retention_days, interval
-                )
-                if run_cluster and interval is not None
-                else None
-            )
-            if cleanup is not None:
-                cleanup.start()
+            relay = state.join_workers() if settings.workers > 1 else None
+            duties = Duties(state) if run_cluster else None
+            app.state.duties = duties
+            leadership = None
+            if duties is not None and relay is not None:
+                leadership = Leadership(run_dir(settings.home) / "leader.lock", duties.start)
+                leadership.start()
+            elif duties is not None:
+                duties.start()
             try:
                 state.serving_since = state.clock.monotonic()  # uvicorn listens once we yield
                 yield
             finally:
                 gate.begin()  # when the server did not (tests, an embedding server)
-                if loop is not None:
-                    loop.stop()
-                if deliverer is not None:
-                    deliverer.stop()
-                if cleanup is not None:
-                    cleanup.stop()
+                if leadership is not None:
+                    leadership.stop()
+                if duties is not None:
+                    duties.stop()
+                if relay is not None:
+                    relay.close()
                 state.rm.close()
                 await close_clients()  # the proxy's connections to tasks
                 log.info("master %s stopping", state.master_id)

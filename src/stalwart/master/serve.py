@@ -75,7 +75,14 @@ def master_url(settings: MasterSettings) -> str:
 
 
 def serve(settings: MasterSettings, *, app: FastAPI | None = None) -> None:
-    """Serve the master for ``settings`` until SIGTERM or SIGINT (see the module docstring)."""
+    """Serve the master for ``settings`` until SIGTERM or SIGINT (see the module docstring);
+    from ``settings.workers`` processes when it is more than 1
+    (:mod:`stalwart.master.supervisor`)."""
+    if settings.workers > 1 and app is None:
+        from stalwart.master.supervisor import serve_workers
+
+        serve_workers(settings)
+        return
     app = create_app(settings) if app is None else app
     config = uvicorn.Config(
         app,

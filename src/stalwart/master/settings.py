@@ -264,6 +264,15 @@ class MasterSettings(_Settings):
 
     host: str = Field(default="127.0.0.1", description="Address to listen on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port to listen on.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Processes serving the API, all on one port: more use more cores under "
+        "many users. One of them (the leader) runs the cluster loop, searchers and webhooks; "
+        "if it dies another takes over within a second. 1 (the default) serves from one "
+        "process, which is fastest for a few users.",
+    )
     home: Path = Field(default_factory=_default_home, description="State directory.")
     db: str | None = Field(
         default=None,

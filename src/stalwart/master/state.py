@@ -16,6 +16,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from stalwart.master.clock import Clock, SystemClock
+from stalwart.master.coordination import Relay, SharedCounters, StateLock, run_dir
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Container
 from stalwart.master.logring import LogRing
@@ -57,6 +58,9 @@ class Notifier:
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._lock = threading.Lock()
         self._closed = False
+        self.relay: Callable[[bytes], None] | None = None
+        """Sends each notification to the master's other workers too (set by
+        :meth:`MasterState.join_workers`)."""
 
     @property
     def closed(self) -> bool:
@@ -126,6 +130,13 @@ class Notifier:
             return len(self._waiters.get(key, ()))
 
     def notify(self, key: str) -> None:
+        """Wake the waits on ``key`` here and, through :attr:`relay`, in the other workers."""
+        self.notify_here(key)
+        if self.relay is not None:
+            self.relay(b"n" + key.encode())
+
+    def notify_here(self, key: str) -> None:
+        """Wake the waits on ``key`` in this process only."""
         with self._lock:
             events = list(self._waiters.get(key, ()))
         loop = self._loop
@@ -146,17 +157,42 @@ class ClusterHints:
         self._lock = threading.Lock()
         self._experiments: set[int] = set()
         self.event = threading.Event()
-        self.rounds_begun = 0
+        self.counters = SharedCounters()
+        """``rounds_begun`` and ``rounds_done``: shared by the workers of a multi-worker
+        master (:meth:`MasterState.join_workers`)."""
+        self.relay: Callable[[bytes], None] | None = None
+        """Sends each hint to the master's other workers too (where the loop may run)."""
+
+    @property
+    def rounds_begun(self) -> int:
         """Rounds whose database phase (ending allocations, searchers, requests) has begun;
         counted under the state lock as that phase starts."""
-        self.rounds_done = 0
+        return self.counters.read()[0]
+
+    @rounds_begun.setter
+    def rounds_begun(self, value: int) -> None:
+        self.counters.write(value, self.rounds_done)
+
+    @property
+    def rounds_done(self) -> int:
         """Rounds the cluster loop has finished, placements included (it notifies
         :data:`ROUND_KEY` after each). A change recorded under the state lock when
         ``rounds_begun`` was n is seen by every round past n: waiting for ``rounds_done > n``
         waits for a round that acted on it."""
+        return self.counters.read()[1]
+
+    @rounds_done.setter
+    def rounds_done(self, value: int) -> None:
+        self.counters.write(self.rounds_begun, value)
 
     def experiment(self, experiment_id: int) -> None:
         """The experiment has news for its searcher (created, validated, state changed)."""
+        self.experiment_here(experiment_id)
+        if self.relay is not None:
+            self.relay(b"e%d" % experiment_id)
+
+    def experiment_here(self, experiment_id: int) -> None:
+        """:meth:`experiment`, in this process only."""
         with self._lock:
             self._experiments.add(experiment_id)
         self.event.set()
@@ -164,12 +200,32 @@ class ClusterHints:
     def poke(self) -> None:
         """Something the scheduler cares about changed (an exit, an agent, a pause...)."""
         self.event.set()
+        if self.relay is not None:
+            self.relay(b"p")
 
     def take_experiments(self) -> set[int]:
         """The hinted experiments since the last call (and forget them)."""
         with self._lock:
             taken, self._experiments = self._experiments, set()
         return taken
+
+
+class WakeEvent(threading.Event):
+    """A ``threading.Event`` whose :meth:`set` also reaches the master's other workers
+    (through :attr:`relay`, as ``message``); :meth:`set_here` sets it in this process only."""
+
+    def __init__(self, message: bytes = b"w") -> None:
+        super().__init__()
+        self.message = message
+        self.relay: Callable[[bytes], None] | None = None
+
+    def set(self) -> None:
+        super().set()
+        if self.relay is not None:
+            self.relay(self.message)
+
+    def set_here(self) -> None:
+        super().set()
 
 
 @dataclass
@@ -193,7 +249,7 @@ class MasterState:
     agent_reports: dict[str, object] = field(default_factory=dict)
     """The last report each agent registered with through this master: a sync repeating it
     only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""
-    lifecycle: threading.RLock = field(default_factory=threading.RLock)
+    lifecycle: StateLock = field(default_factory=StateLock)
     """The state lock. Held by whatever changes experiment, trial, allocation or container
     states (the cluster loop's database phases, resource managers' records, agent syncs,
     users' state actions) so their read-decide-write steps never interleave.
@@ -201,7 +257,8 @@ class MasterState:
     Contract: hold it for short database work only (:meth:`step`), never around an engine
     call (a subprocess such as ``sbatch``, an HTTP call to Kubernetes, a sleep or a retry):
     while an engine is slow or hung, pausing, killing and agent syncs must still be answered.
-    It is reentrant, so a step may call code that takes it again."""
+    It is reentrant, so a step may call code that takes it again. In a master with several
+    workers it excludes the other workers too (:meth:`join_workers`)."""
     clock: Clock = field(default_factory=SystemClock)
     """Where the cluster loop and the resource managers read the time (tests drive a
     :class:`~stalwart.master.clock.ManualClock`)."""
@@ -211,7 +268,7 @@ class MasterState:
     cannot sync before the master listens. ``open_state`` sets it at once (a state used
     without a server serves its callers from the start); the app's lifespan clears it while it
     starts and sets it as the server begins listening."""
-    webhook_wake: threading.Event = field(default_factory=threading.Event)
+    webhook_wake: WakeEvent = field(default_factory=lambda: WakeEvent())
     """Set after a commit that added webhook deliveries: wakes the deliverer
     (:mod:`stalwart.master.cluster.webhooks`)."""
     rm: ResourceManager = field(init=False)
@@ -219,6 +276,34 @@ class MasterState:
     ``open_state``; the loop and the API ask it for what they need."""
     prepull: PrepullPlans = field(init=False)
     """The agent pools' pre-pull plan (sent with every agent sync); it reads :attr:`clock`."""
+
+    def join_workers(self) -> Relay:
+        """Make this state one of the workers of a multi-worker master (see
+        :mod:`stalwart.master.coordination`): the state lock excludes the other workers, the
+        loop's round counters are shared, and notifications, loop hints and webhook wakes
+        reach every worker. Returns the started :class:`Relay` (close it as the worker stops).
+        Call before serving, with no state step in progress."""
+        run = run_dir(self.settings.home)
+        self.lifecycle = StateLock(run / "state.lock")
+        self.hints.counters = SharedCounters(run / "rounds")
+        relay = Relay(run / "workers", self._delivered)
+        self.notifier.relay = relay.send
+        self.hints.relay = relay.send
+        self.webhook_wake.relay = relay.send
+        relay.start()
+        return relay
+
+    def _delivered(self, message: bytes) -> None:
+        """What another worker's :class:`Relay` sent: raise it here."""
+        kind, body = message[:1], message[1:]
+        if kind == b"n":
+            self.notifier.notify_here(body.decode())
+        elif kind == b"e":
+            self.hints.experiment_here(int(body))
+        elif kind == b"p":
+            self.hints.event.set()
+        elif kind == self.webhook_wake.message:
+            self.webhook_wake.set_here()
 
     def __post_init__(self) -> None:
         self.prepull = PrepullPlans.for_agents(
