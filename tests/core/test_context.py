@@ -15,6 +15,7 @@ import pytest
 import stalwart as det
 from stalwart.core import LocalTrainContext, TaskEnv
 from stalwart.core._context import build_context
+from stalwart.core._storage import DirectoryStorage, storage_from_config, storage_from_master
 from stalwart.core.env import current
 from stalwart.master.db.tables import Trial
 from tests.core.conftest import FAST_RETRY, MasterServer, new_trial_environ, read_metrics
@@ -45,9 +46,12 @@ SCRIPT = textwrap.dedent(
             (path / "step").write_text("5")
         print("saved", uuid)
 
+    # what a trial's start does not pay for: the master's stack, the frameworks, the config
+    # models (the master validated the config) and httpx's command-line tool (rich)
     heavy = [m for m in sys.modules if m.split(".")[0] in
-             ("fastapi", "sqlalchemy", "uvicorn", "starlette", "torch", "tensorflow")
-             or m.startswith("stalwart.master")]
+             ("fastapi", "sqlalchemy", "uvicorn", "starlette", "torch", "tensorflow",
+              "pydantic", "rich")
+             or m.startswith(("stalwart.master", "stalwart.config", "httpx._main"))]
     print("heavy modules:", heavy)
     """
 )
@@ -192,3 +196,24 @@ def test_import_stalwart_is_cheap() -> None:
     assert done.returncode == 0, done.stderr
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = getattr(det, "nope")  # noqa: B009 (the module __getattr__ is under test)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"type": "shared_fs", "host_path": "/mnt/ckpt", "storage_path": "team/runs"},
+        {"type": "shared_fs", "host_path": "/mnt/ckpt", "storage_path": "/mnt/ckpt/abs"},
+        {"type": "shared_fs", "host_path": "/mnt/ckpt", "save_trial_best": 2},
+        {"type": "directory", "container_path": "/data/ckpt"},
+    ],
+)
+def test_the_master_s_storage_opens_where_the_validated_config_says(
+    config: dict[str, object],
+) -> None:
+    """A trial opens the config the master sent without validating it again; it lands in the
+    same directory as the validated path does."""
+    fast = storage_from_master(config)
+    checked = storage_from_config(config)
+    assert isinstance(fast, DirectoryStorage)
+    assert isinstance(checked, DirectoryStorage)
+    assert fast.base == checked.base

@@ -23,17 +23,30 @@ Contract:
   :class:`SessionClosedError` (this is how a 60-second long-poll is stopped at once).
 """
 
+# ruff: noqa: E402
 from __future__ import annotations
 
 import contextlib
 import logging
 import socket
+import sys
 import threading
 import time
 import weakref
 from typing import Any
 
-import httpx
+# httpx imports its command-line tool (with rich, click and pygments, when they are installed)
+# as it is imported: half its import time, paid by every trial's start, for a tool a trial never
+# runs. Hide that one module while httpx imports (httpx then offers a stub `main`), then let any
+# later explicit import of it through. (So the imports below follow code: E402 is off here.)
+_HIDDEN = "httpx._main"
+if "httpx" not in sys.modules and _HIDDEN not in sys.modules:
+    sys.modules[_HIDDEN] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        del sys.modules[_HIDDEN]
+import httpx  # (already imported above unless something imported it first)
 
 from stalwart import errors
 from stalwart._retry import (

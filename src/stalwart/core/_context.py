@@ -43,7 +43,12 @@ from stalwart.core._searcher import (
     parse_max_length,
     parse_units,
 )
-from stalwart.core._storage import StorageBackend, storage_config_of, storage_from_argument
+from stalwart.core._storage import (
+    StorageBackend,
+    storage_config_of,
+    storage_from_argument,
+    storage_from_master,
+)
 from stalwart.core._train import (
     EarlyExitReason,
     InvalidHP,
@@ -168,7 +173,7 @@ def _tensorboard_files(
     try:
         tb_storage = storage
         if configured and storage_arg is not configured:
-            tb_storage = storage_from_argument(configured)
+            tb_storage = storage_from_master(configured)
         return TensorboardFiles(tb_storage, env.cluster_id, trial.experiment_id, trial.trial_id)
     except Exception as exc:
         logger.warning("TensorBoard files will not be uploaded: %s", exc)
@@ -190,7 +195,10 @@ def _trial(
         storage_arg = configured
     if not storage_arg:
         raise ValueError("the experiment config has no checkpoint_storage")
-    storage = storage_from_argument(storage_arg)
+    if checkpoint_storage is None and isinstance(storage_arg, Mapping):  # the master validated it
+        storage = storage_from_master(storage_arg)
+    else:
+        storage = storage_from_argument(storage_arg)
     tensorboard_files = _tensorboard_files(env, trial, storage, storage_arg, configured)
     started = session.post(
         "/api/v1/runs/start",

@@ -6,6 +6,8 @@ Contract:
   the same pydantic models as the master's; :class:`~stalwart.errors.ConfigError` otherwise):
   ``shared_fs``/``directory`` are local directories (:class:`DirectoryStorage`), ``s3``/``gcs``/
   ``azure`` object stores (their extra must be installed, :class:`MissingExtraError` otherwise).
+- :func:`storage_from_master` opens the experiment config's storage as the master sent it
+  (already validated; ``shared_fs`` without the config models).
 - :func:`storage_from_argument` opens what ``core.init(checkpoint_storage=...)`` was given: a
   directory path, an ``s3://``/``gs://`` URL or a config dict; :func:`storage_config_of` is the
   config dict ``runs/start`` reports for it.
@@ -41,6 +43,7 @@ __all__ = [
     "storage_config_of",
     "storage_from_argument",
     "storage_from_config",
+    "storage_from_master",
 ]
 
 StorageArg = str | os.PathLike[str] | Mapping[str, Any]
@@ -52,6 +55,23 @@ def storage_config_of(value: StorageArg) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     return config_from_url(value)
+
+
+def storage_from_master(config: Mapping[str, Any]) -> StorageBackend:
+    """Open the experiment config's ``checkpoint_storage`` as the master sent it: the master
+    validated it when the experiment was created, so ``shared_fs`` opens its directory at
+    once (``host_path`` joined with ``storage_path``, as :func:`open_storage` does) without
+    importing the config models, a fifth of a CPU second of every trial's start. Anything
+    else goes through :func:`storage_from_argument`."""
+    host_path, storage_path = config.get("host_path"), config.get("storage_path")
+    if (
+        config.get("type") == "shared_fs"
+        and isinstance(host_path, str)
+        and (storage_path is None or isinstance(storage_path, str))
+    ):
+        base = Path(host_path)
+        return DirectoryStorage(base / storage_path if storage_path else base)
+    return storage_from_argument(config)
 
 
 def storage_from_argument(value: StorageArg) -> StorageBackend:
