@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import logging
 import os
 import random
@@ -24,8 +25,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
-
-from fsspec.callbacks import DEFAULT_CALLBACK, Callback  # type: ignore[import-untyped]
 
 from stalwart.storage.base import (
     Progress,
@@ -105,7 +104,11 @@ class _Transfer:
 
     def callback(self, size: int) -> Any:
         """A fresh fsspec callback for one attempt at one file of ``size`` bytes."""
-        return _FileCallback(self, size) if self._progress is not None else DEFAULT_CALLBACK
+        if self._progress is None:
+            from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped]
+
+            return DEFAULT_CALLBACK
+        return _file_callback_class()(self, size)
 
     def file_done(self, size: int) -> None:
         with self._lock:
@@ -114,16 +117,25 @@ class _Transfer:
         self.tell()
 
 
-class _FileCallback(Callback):  # type: ignore[misc]  # fsspec has no type hints
-    """Forwards one file's byte counts (as the file system reports them) to its transfer."""
+@functools.cache
+def _file_callback_class() -> type[Any]:
+    """The fsspec callback class of :meth:`_Transfer.callback`, made on first use: importing
+    fsspec costs a trial's start 80 ms of CPU, and a trial may never move a checkpoint."""
+    from fsspec.callbacks import Callback
 
-    def __init__(self, transfer: _Transfer, size: int) -> None:
-        super().__init__(size=size)
-        self._transfer = transfer
-        self._file_size = size
+    class FileCallback(Callback):  # type: ignore[misc]  # fsspec has no type hints
+        """Forwards one file's byte counts (as the file system reports them) to its
+        transfer."""
 
-    def call(self, hook_name: str | None = None, **kwargs: Any) -> None:
-        self._transfer.tell(min(int(self.value or 0), self._file_size))
+        def __init__(self, transfer: _Transfer, size: int) -> None:
+            super().__init__(size=size)
+            self._transfer = transfer
+            self._file_size = size
+
+        def call(self, hook_name: str | None = None, **kwargs: Any) -> None:
+            self._transfer.tell(min(int(self.value or 0), self._file_size))
+
+    return FileCallback
 
 
 class FsspecStorage(StorageBackend):
@@ -138,14 +150,22 @@ class FsspecStorage(StorageBackend):
         keeps_directories: bool = False,
         retry: RetrySettings | None = None,
     ) -> None:
-        self.fs = fs
-        """The fsspec file system."""
-        self.root = str(fs._strip_protocol(root)).rstrip("/") if root else ""
-        """Where checkpoints live in ``fs`` (its own path form, no protocol)."""
+        self._fs = fs
+        self.root = self._root_of(root)
+        """Where checkpoints live in :attr:`fs` (its own path form, no protocol)."""
         self.url = url or self.root
         """The storage as a URL, for messages."""
         self.keeps_directories = keeps_directories
         self.retry = retry or RetrySettings()
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec file system."""
+        return self._fs
+
+    def _root_of(self, root: str) -> str:
+        """``root`` in :attr:`fs`'s own path form (no protocol, no trailing ``/``)."""
+        return str(self.fs._strip_protocol(root)).rstrip("/") if root else ""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
