@@ -170,6 +170,31 @@ def test_sign_in_list_and_experiment_page(
     page.screenshot(path=artifacts / f"04-experiment-{after}.png", full_page=True)
 
 
+def test_the_scatter_fills_in_when_the_trials_arrive_after_the_curves(
+    page: Page, cluster: LocalCluster, asha: Experiment
+) -> None:
+    """The curves need only the experiment; on a big search (or a busy master) its trials list
+    arrives later. The scatter, first shown without points, draws them once the trials come
+    (here the first trials read fails, and the page's next poll brings them)."""
+    from playwright.sync_api import Route, expect
+
+    failed: list[str] = []
+
+    def fail_once(route: Route) -> None:
+        if failed:
+            route.continue_()
+            return
+        failed.append(route.request.url)
+        route.abort()
+
+    sign_in(page, cluster.url)
+    page.route(re.compile(rf".*/api/v1/experiments/{asha.id}/trials\?.*"), fail_once)
+    page.goto(f"{cluster.url}/#/experiments/{asha.id}")
+    expect(page.locator("#scatter .empty")).to_be_visible()  # curves first, no trials yet
+    expect(page.locator("#scatter button.point")).to_have_count(4)
+    assert failed
+
+
 def test_any_metric_scatter_and_checkpoints(
     page: Page, cluster: LocalCluster, asha: Experiment, artifacts: Path
 ) -> None:
