@@ -3,7 +3,9 @@
 Runs in the peers' virtual environment (``.cache/bench-peers``, where locust is installed);
 ``bench/b3.py`` starts ``locust -f bench/peers/locustfile.py --headless`` with ``B3_TARGETS``
 naming a JSON file ``{"experiments": [ids], "trials": [ids], "big_trial": id,
-"big_experiment": id}``. Each simulated user logs in as ``admin`` once, then repeatedly picks
+"big_experiment": id, "tokens": [...]}``. Each simulated user signs in with one of ``tokens``
+(made by ``bench/b3.py``, so password hashing stays out of the figures; without them it logs in
+as ``admin`` once), then repeatedly picks
 one of the read requests below (weights in ``@task``) and waits 0.5-1.5 s between requests, as
 a person clicking through the UI or running ``det`` commands does. Each request is reported
 under a fixed name (ids replaced by ``{id}``), so the statistics are per endpoint.
@@ -11,6 +13,7 @@ under a fixed name (ids replaced by ``{id}``), so the statistics are per endpoin
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -31,6 +34,8 @@ def task(weight: int) -> Callable[[Method], Method]:
 
 
 _TARGETS: dict[str, Any] = json.loads(Path(os.environ["B3_TARGETS"]).read_text(encoding="utf-8"))
+_USERS = itertools.count()
+"""Numbers the users as they start (each takes its own token)."""
 
 
 class CliAndUiUser(HttpUser):  # type: ignore[misc]
@@ -39,11 +44,16 @@ class CliAndUiUser(HttpUser):  # type: ignore[misc]
     wait_time = between(0.5, 1.5)
 
     def on_start(self) -> None:
-        response = self.client.post(
-            "/api/v1/auth/login", json={"username": "admin", "password": ""}, name="login"
-        )
-        response.raise_for_status()
-        self.client.headers["Authorization"] = f"Bearer {response.json()['token']}"
+        tokens = _TARGETS.get("tokens") or []
+        if tokens:  # signed in beforehand (bench/b3.py): logins stay out of the figures
+            token = tokens[next(_USERS) % len(tokens)]
+        else:
+            response = self.client.post(
+                "/api/v1/auth/login", json={"username": "admin", "password": ""}, name="login"
+            )
+            response.raise_for_status()
+            token = response.json()["token"]
+        self.client.headers["Authorization"] = f"Bearer {token}"
 
     def _get(self, path: str, name: str) -> None:
         self.client.get("/api/v1" + path, name=name)
