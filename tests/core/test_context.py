@@ -189,10 +189,7 @@ def test_import_stalwart_is_cheap() -> None:
         "assert stalwart.LOG_FORMAT.startswith('%(levelname)s')\n"
         "assert 'core' in dir(stalwart)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-    )
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = getattr(det, "nope")  # noqa: B009 (the module __getattr__ is under test)
@@ -233,8 +230,13 @@ def test_a_trial_s_start_imports_only_what_it_uses() -> None:
         "loaded = [m for m in heavy if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter that imports Stalwart from this checkout."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0, done.stderr

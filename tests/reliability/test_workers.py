@@ -42,7 +42,8 @@ WORKERS = 3
 
 @pytest.fixture
 def local(tmp_path: Path, pg_url: str) -> Iterator[LocalCluster]:
-    """A three-worker master on PostgreSQL with one agent (two slots)."""
+    """A three-worker master on PostgreSQL with one agent (two slots); the conftest's ``api``
+    signs in to it."""
     cluster = make_cluster(tmp_path, MASTER_CONFIG + f"workers: {WORKERS}\n", db=pg_url)
     cluster.start_master()
     cluster.start_agent("a1", slots=2)
@@ -50,15 +51,6 @@ def local(tmp_path: Path, pg_url: str) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
-
-
-@pytest.fixture
-def api(local: LocalCluster) -> Iterator[Api]:
-    client = Api(local.url)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def workers_of(local: LocalCluster) -> set[int]:
