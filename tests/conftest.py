@@ -47,13 +47,15 @@ LONG_MODULES: tuple[str, ...] = (
     "tests/compat/test_det_templates.py",
     "tests/compat/test_det_groups.py",
     "tests/reliability/test_master_kill.py",
+    "tests/reliability/test_workers.py",
     "tests/compat/test_det_workflows.py",
     "tests/compat/test_det_logs_filters.py",
     "tests/reliability/test_agent_kill.py",
 )
 """Modules that take minutes with few tests, longest first (seconds on one busy worker, from
 ``--durations``, 2026-12-04: the soak 200, the tutorials 175 with the harness's first build,
-the API fuzz 120, DeepSpeed 135 with its first build, the rest 75-90): started right after the
+the API fuzz 120, DeepSpeed 135 with its first build, the rest 75-90; the three-worker
+master's 95 on a busy machine, 2026-12-05): started right after the
 serial groups, in this order, so that none of them is what the run still waits for at its end
 (modules are otherwise handed out by their number of tests). ``make test`` prints the slowest
 tests: keep this list in step with them."""
