@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Parallel pytest workers: most tests wait on real masters, agents and tasks, so a 2-core machine
-# runs four at once well (tests/conftest.py keeps each module on one worker).
-PYTEST_WORKERS ?= 4
+# runs three at once well (tests/conftest.py keeps each module on one worker).
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo test checks lint typecheck pytest schema envs-check bench clean slurm-up slurm-down sshd ui ui-check
 

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from stalwart.master.app import open_state
-from stalwart.master.coordination import Leadership, Relay, SharedCounters, StateLock
+from stalwart.master.coordination import (
+    Leadership,
+    Relay,
+    SharedCounters,
+    StateLock,
+    relay_dir,
+)
 from tests.master.conftest import make_settings
 
 CTX = multiprocessing.get_context("fork")
@@ -198,8 +204,11 @@ def test_two_states_on_one_home_share_the_lock_the_hints_and_the_wake_ups(
     tmp_path: Path,
 ) -> None:
     """What a worker raises (a notifier key, a loop hint, a webhook wake, round counters) is
-    seen by another worker's state on the same home (:meth:`MasterState.join_workers`)."""
-    states = [open_state(make_settings(tmp_path / "home")) for _ in range(2)]
+    seen by another worker's state on the same home (:meth:`MasterState.join_workers`), even
+    when the home is too deep for a Unix socket's address in it."""
+    home = tmp_path / ("deep-" * 12) / "home"
+    assert relay_dir(home) != home / "run" / "workers"  # the sockets go elsewhere
+    states = [open_state(make_settings(home)) for _ in range(2)]
     relays = [state.join_workers() for state in states]
     ours, theirs = states
     try:
@@ -235,3 +244,18 @@ def wait_for(check: Callable[[], bool]) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_the_sockets_of_a_shallow_home_live_in_it_and_a_deep_home_s_in_a_private_directory(
+    tmp_path: Path,
+) -> None:
+    assert relay_dir(Path("/srv/stalwart")) == Path("/srv/stalwart/run/workers")
+    deep = tmp_path / ("x" * 90)
+    elsewhere = relay_dir(deep)
+    assert elsewhere == relay_dir(deep)  # every worker finds the same one
+    assert elsewhere != relay_dir(tmp_path / ("y" * 90))  # another master's is another
+    relay = Relay(elsewhere, lambda message: None)
+    try:
+        assert elsewhere.stat().st_mode & 0o777 == 0o700
+    finally:
+        relay.close()

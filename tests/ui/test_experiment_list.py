@@ -96,12 +96,19 @@ def _validations(trial_id: int, losses: list[float]) -> list[dict[str, Any]]:
 def report(master: ListMaster, exp: Experiment, losses: list[float]) -> int:
     """Post ``losses`` as the validation reports of ``exp``'s trial (steps 10, 20, ...)."""
     trial_id = _trial_of(exp)
-    answer = httpx.post(
-        f"{master.url}/api/v1/trials/metrics/batch",
-        content=json.dumps({"reports": _validations(trial_id, losses)}),
-        headers={**master.headers, "Content-Type": "application/json"},
-        timeout=60,
-    )
+    deadline = time.monotonic() + 60
+    while True:
+        answer = httpx.post(
+            f"{master.url}/api/v1/trials/metrics/batch",
+            content=json.dumps({"reports": _validations(trial_id, losses)}),
+            headers={**master.headers, "Content-Type": "application/json"},
+            timeout=60,
+        )
+        # The loop creates a trial, then asks for its first run (run 1) in a later step of
+        # the round: until then a report from run 1 is refused as a stale run's.
+        if "is on run 0" not in answer.text or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert answer.status_code == 200, answer.text
     return trial_id
 

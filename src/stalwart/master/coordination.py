@@ -14,7 +14,7 @@ each runs the whole app. Three things make them behave as the single process the
   last file descriptor; another takes it within :data:`LEADER_POLL_S` and starts them, as a
   restarted master does (agents reattach, searchers restore).
 - **Notifications that reach every worker** (:class:`Relay`): each worker binds a Unix
-  datagram socket in ``<home>/run/workers/``; a notification (a key of the
+  datagram socket in ``<home>/run/workers/`` (:func:`relay_dir`); a notification (a key of the
   :class:`~stalwart.master.state.Notifier`: log lines, an agent's wake-up, a preemption; a hint
   to the cluster loop; a webhook wake) is sent to every other worker, which delivers it as if it
   had been raised there. The loop's round counters, which agent syncs wait on, live in a shared
@@ -35,12 +35,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import logging
 import mmap
 import os
 import secrets
 import socket
+import stat
 import struct
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +70,23 @@ _SEND_TIMEOUT_S = 0.05
 def run_dir(home: Path) -> Path:
     """``<home>/run``: the workers' lock files, sockets and shared counters."""
     return home / "run"
+
+
+_SOCKET_NAME_MAX = 32
+"""Room for a worker's socket name (``<pid>-<8 hex digits>.sock``)."""
+_SOCKET_PATH_MAX = 107
+"""The longest path a Unix socket's address holds (108 bytes with the final NUL, on Linux)."""
+
+
+def relay_dir(home: Path) -> Path:
+    """Where the workers' sockets live: ``<home>/run/workers``, or, when that is too long for a
+    Unix socket's address (a deep home), ``stalwart-<hash of the home>`` in the system's
+    temporary directory (the same for every worker of the master)."""
+    preferred = run_dir(home) / "workers"
+    if len(os.fsencode(preferred)) + 1 + _SOCKET_NAME_MAX <= _SOCKET_PATH_MAX:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(home.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"stalwart-{digest}"
 
 
 class StateLock:
@@ -198,6 +218,20 @@ class SharedCounters:
         self._FORMAT.pack_into(self._map, 0, first, second)
 
 
+def _private_directory(directory: Path) -> None:
+    """Make ``directory`` (mode 0700) or check that it is a directory of this user, not a link:
+    another user must not be able to send the workers notifications or take their names.
+    Raises PermissionError otherwise."""
+    directory.mkdir(parents=True, exist_ok=True)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise PermissionError(
+            f"{directory} is not a directory of this user: the master's workers keep their "
+            "sockets there; remove it and start the master again"
+        )
+    os.chmod(directory, 0o700)
+
+
 class Relay:
     """Sends notifications to every other worker and hands theirs to ``deliver`` (see the
     module docstring).
@@ -209,13 +243,17 @@ class Relay:
     """
 
     def __init__(self, directory: Path, deliver: Callable[[bytes], None]) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        _private_directory(directory)
         self._directory = directory
         self._deliver = deliver
         self._path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
         self._path.unlink(missing_ok=True)
         self._inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._inbox.bind(str(self._path))
+        try:
+            self._inbox.bind(str(self._path))
+        except OSError:
+            self._inbox.close()
+            raise
         self._outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._outbox.settimeout(_SEND_TIMEOUT_S)
         self._send_lock = threading.Lock()

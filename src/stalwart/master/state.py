@@ -16,7 +16,13 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from stalwart.master.clock import Clock, SystemClock
-from stalwart.master.coordination import Relay, SharedCounters, StateLock, run_dir
+from stalwart.master.coordination import (
+    Relay,
+    SharedCounters,
+    StateLock,
+    relay_dir,
+    run_dir,
+)
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Container
 from stalwart.master.logring import LogRing
@@ -286,7 +292,7 @@ class MasterState:
         run = run_dir(self.settings.home)
         self.lifecycle = StateLock(run / "state.lock")
         self.hints.counters = SharedCounters(run / "rounds")
-        relay = Relay(run / "workers", self._delivered)
+        relay = Relay(relay_dir(self.settings.home), self._delivered)
         self.notifier.relay = relay.send
         self.hints.relay = relay.send
         self.webhook_wake.relay = relay.send
