@@ -195,7 +195,7 @@ def _trial(
         storage_arg = configured
     if not storage_arg:
         raise ValueError("the experiment config has no checkpoint_storage")
-    if checkpoint_storage is None and isinstance(storage_arg, Mapping):  # the master validated it
+    if checkpoint_storage is None:  # the experiment config's: the master validated it
         storage = storage_from_master(storage_arg)
     else:
         storage = storage_from_argument(storage_arg)

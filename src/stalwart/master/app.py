@@ -227,7 +227,6 @@ def create_app(
             )
             relay = state.join_workers() if settings.workers > 1 else None
             duties = Duties(state) if run_cluster else None
-            app.state.duties = duties
             leadership = None
             if duties is not None and relay is not None:
                 leadership = Leadership(run_dir(settings.home) / "leader.lock", duties.start)

@@ -205,9 +205,13 @@ class ClusterHints:
 
     def poke(self) -> None:
         """Something the scheduler cares about changed (an exit, an agent, a pause...)."""
-        self.event.set()
+        self.poke_here()
         if self.relay is not None:
             self.relay(b"p")
+
+    def poke_here(self) -> None:
+        """:meth:`poke`, in this process only."""
+        self.event.set()
 
     def take_experiments(self) -> set[int]:
         """The hinted experiments since the last call (and forget them)."""
@@ -218,17 +222,16 @@ class ClusterHints:
 
 class WakeEvent(threading.Event):
     """A ``threading.Event`` whose :meth:`set` also reaches the master's other workers
-    (through :attr:`relay`, as ``message``); :meth:`set_here` sets it in this process only."""
+    (through :attr:`relay`); :meth:`set_here` sets it in this process only."""
 
-    def __init__(self, message: bytes = b"w") -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.message = message
         self.relay: Callable[[bytes], None] | None = None
 
     def set(self) -> None:
         super().set()
         if self.relay is not None:
-            self.relay(self.message)
+            self.relay(b"w")
 
     def set_here(self) -> None:
         super().set()
@@ -274,7 +277,7 @@ class MasterState:
     cannot sync before the master listens. ``open_state`` sets it at once (a state used
     without a server serves its callers from the start); the app's lifespan clears it while it
     starts and sets it as the server begins listening."""
-    webhook_wake: WakeEvent = field(default_factory=lambda: WakeEvent())
+    webhook_wake: WakeEvent = field(default_factory=WakeEvent)
     """Set after a commit that added webhook deliveries: wakes the deliverer
     (:mod:`stalwart.master.cluster.webhooks`)."""
     rm: ResourceManager = field(init=False)
@@ -307,8 +310,8 @@ class MasterState:
         elif kind == b"e":
             self.hints.experiment_here(int(body))
         elif kind == b"p":
-            self.hints.event.set()
-        elif kind == self.webhook_wake.message:
+            self.hints.poke_here()
+        elif kind == b"w":
             self.webhook_wake.set_here()
 
     def __post_init__(self) -> None:

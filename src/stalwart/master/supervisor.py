@@ -47,7 +47,7 @@ _PR_SET_PDEATHSIG = 1
 def serve_workers(settings: MasterSettings) -> None:
     """Serve ``settings`` from ``settings.workers`` processes until SIGTERM or SIGINT (see the
     module docstring)."""
-    state = open_state(settings)  # migrate and bootstrap once, before the workers race to
+    state = open_state(settings)  # migrate and bootstrap once, before any worker starts
     state.rm.close()
     state.engine.dispose()
     listener = _listen(settings)

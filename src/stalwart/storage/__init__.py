@@ -27,7 +27,12 @@ from stalwart.storage.errors import (
     StorageUnavailableError,
     is_retryable,
 )
-from stalwart.storage.factory import config_from_url, open_storage, storage_from_config
+from stalwart.storage.factory import (
+    config_from_url,
+    open_storage,
+    shared_fs_base,
+    storage_from_config,
+)
 from stalwart.storage.fs import FsspecStorage, list_local_resources
 from stalwart.storage.local import DirectoryStorage
 
@@ -52,5 +57,6 @@ __all__ = [
     "list_local_resources",
     "open_storage",
     "s3_storage",
+    "shared_fs_base",
     "storage_from_config",
 ]

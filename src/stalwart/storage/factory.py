@@ -31,7 +31,7 @@ from stalwart.storage.local import DirectoryStorage
 if TYPE_CHECKING:
     from stalwart.config.storage import CheckpointStorageConfig
 
-__all__ = ["config_from_url", "open_storage", "storage_from_config"]
+__all__ = ["config_from_url", "open_storage", "shared_fs_base", "storage_from_config"]
 
 
 def open_storage(
@@ -41,10 +41,7 @@ def open_storage(
     from stalwart.config import storage as models
 
     if isinstance(config, models.SharedFSStorage):
-        base = Path(config.host_path)
-        if config.storage_path:
-            base = base / config.storage_path  # an absolute storage_path replaces host_path
-        return DirectoryStorage(base, retry=retry)
+        return DirectoryStorage(shared_fs_base(config.host_path, config.storage_path), retry=retry)
     if isinstance(config, models.DirectoryStorage):
         return DirectoryStorage(Path(config.container_path), retry=retry)
     if isinstance(config, models.S3Storage):
@@ -67,6 +64,13 @@ def open_storage(
             retry=retry,
         )
     raise AssertionError(f"unknown checkpoint storage {config!r}")  # pragma: no cover
+
+
+def shared_fs_base(host_path: str, storage_path: str | None) -> Path:
+    """Where ``shared_fs`` checkpoints live: ``host_path`` joined with ``storage_path`` (an
+    absolute ``storage_path`` replaces it)."""
+    base = Path(host_path)
+    return base / storage_path if storage_path else base
 
 
 def storage_from_config(
