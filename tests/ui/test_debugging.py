@@ -309,6 +309,8 @@ def test_edit_name_description_and_labels(
 
     sign_in(page, cluster.url)
     page.goto(f"{cluster.url}/#/experiments/{failed.id}")
+    # The error banner loads after the page and moves the actions down: click once it is in.
+    expect(page.locator("#cause")).to_be_visible()
     page.get_by_role("button", name="Edit", exact=True).click()
     form = page.locator("#edit-experiment")
     form.get_by_label("Name").fill("ui-failing-renamed")
