@@ -4,6 +4,8 @@ outlast the agent timeout (a held sync is no heartbeat). Enrollment and the agen
 
 from __future__ import annotations
 
+import logging
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ from fastapi.testclient import TestClient
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
 from stalwart.master.app import create_app
+from stalwart.master.api.errors import CLIENT_CLOSED_REQUEST
+from tests.agent.conftest import serve, wait_for
 from tests.master.conftest import enroll, make_settings
 
 BODY = {"slots": [{"id": "0", "device_type": "cpu"}], "containers": [], "wait_seconds": 30}
@@ -77,3 +81,44 @@ def test_an_exit_is_answered_with_the_start_of_what_takes_the_freed_slot(tmp_pat
     (second,) = answer["start"]
     assert second["task_id"] != first["task_id"]
     assert held < 5  # answered after one round, not at the end of the long-poll
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_an_agent_that_cancels_its_sync_mid_body_is_no_error(tmp_path: Path) -> None:
+    """An agent cancels a held sync as soon as one of its tasks exits: when it leaves before
+    the body arrived, the master records a 499 quietly instead of an error with a traceback."""
+    records = _Records()
+    watched = [logging.getLogger("uvicorn.error"), logging.getLogger("stalwart.master.api.errors")]
+    with serve(make_settings(tmp_path / "home")) as master, master.http() as http:
+        levels = [logger.level for logger in watched]  # uvicorn configured its loggers by now
+        for logger in watched:
+            logger.addHandler(records)
+            logger.setLevel(logging.DEBUG)
+        try:
+            headers = enroll(http, "n1", master.state.agent_token)
+            with socket.create_connection(("127.0.0.1", master.port)) as conn:
+                head = (
+                    "POST /api/v1/agents/n1/sync HTTP/1.1\r\nHost: x\r\n"
+                    f"{AGENT_TOKEN_HEADER}: {headers[AGENT_TOKEN_HEADER]}\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
+                )
+                conn.sendall(head.encode() + b'{"slots": [')
+            wait_for("the master to see the request end", lambda: bool(records.records))
+            assert http.get("/api/v1/master").status_code == 200  # still serving
+        finally:
+            for logger, level in zip(watched, levels, strict=True):
+                logger.removeHandler(records)
+                logger.setLevel(level)
+    assert [r.levelno for r in records.records] == [logging.DEBUG], [
+        r.getMessage() for r in records.records
+    ]
+    assert "left before its body arrived" in records.records[0].getMessage()
+    assert CLIENT_CLOSED_REQUEST == 499

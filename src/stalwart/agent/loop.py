@@ -68,6 +68,7 @@ from stalwart.agent.protocol import (
 from stalwart.agent.runner import ProcessRunner, Runner, kill_leftovers
 from stalwart.agent.settings import AgentSettings
 from stalwart.agent.shipper import LogShipper
+from stalwart.agent.warm import WarmStarts
 from stalwart.errors import FailedPreconditionError, ForbiddenError, UnauthenticatedError
 
 __all__ = ["TICK_S", "AgentLoop", "MasterUnavailableError", "create_agent", "post_sync"]
@@ -355,10 +356,12 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
     Raises FailedPreconditionError under ``require`` when the node does not allow them.
     """
     task_user = _task_user(settings)
+    warm = WarmStarts() if settings.warm_start else None
     if settings.mount_namespaces == "off":
         return ProcessRunner(
             no_namespace_reason="mount_namespaces is off in the agent's settings",
             task_user=task_user,
+            warm=warm,
         )
     found = probe(settings.home / "tmp")
     if not isinstance(found, str):
@@ -367,7 +370,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
             "%s run in private mount namespaces (/run/determined, /determined_shared_fs)",
             "tasks" if every else "tasks written for the official harness",
         )
-        return ProcessRunner(found, every_task=every, task_user=task_user)
+        return ProcessRunner(found, every_task=every, task_user=task_user, warm=warm)
     if settings.mount_namespaces == "require":
         raise FailedPreconditionError(f"no private mount namespaces for tasks: {found}")
     log.warning(
@@ -377,7 +380,7 @@ def _process_runner(settings: AgentSettings) -> ProcessRunner:
         "side by side",
         found,
     )
-    return ProcessRunner(no_namespace_reason=found, task_user=task_user)
+    return ProcessRunner(no_namespace_reason=found, task_user=task_user, warm=warm)
 
 
 def create_agent(
@@ -446,4 +449,7 @@ def create_agent(
         determined_env=determined_env,
     )
     on_close = [http.close] if prepuller is None else [prepuller.close, http.close]
+    if isinstance(runner, ProcessRunner) and runner.warm is not None:
+        runner.warm.prepare(daemon.python, daemon.base_env)
+        on_close.append(runner.warm.close)  # after the daemon's shutdown saw the exits
     return AgentLoop(daemon, on_close=on_close)

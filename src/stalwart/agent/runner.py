@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, Protocol
 
 from stalwart.agent.hooks import with_startup_hooks
 from stalwart.agent.identity import (
@@ -47,11 +47,13 @@ from stalwart.agent.isolation import (
     uses_official_harness,
 )
 from stalwart.agent.protocol import TaskSpec
+from stalwart.agent.warm import WarmStarts
 from stalwart.agent.workspace import Workspace
 from stalwart.errors import StalwartError
 
 __all__ = [
     "PID_FILE",
+    "ChildProcess",
     "ContainerStartError",
     "Handle",
     "LineSplitter",
@@ -59,6 +61,7 @@ __all__ = [
     "ProcessRunner",
     "Runner",
     "Stdtype",
+    "TaskProcess",
 ]
 
 Stdtype = Literal["stdout", "stderr"]
@@ -126,6 +129,61 @@ class LineSplitter:
         return [rest.decode("utf-8", "replace") + "\n"] if rest else []
 
 
+class TaskProcess(Protocol):
+    """A container's main process, however it was started: a child of the agent
+    (:class:`ChildProcess`) or forked by a warm Python
+    (:class:`~stalwart.agent.warm.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int:
+        """Its pid, which is also its process group's and session's id."""
+
+    def has_exited(self) -> bool:
+        """Whether it has exited (never blocks; a child of the agent is not reaped yet)."""
+
+    def wait_exited(self) -> None:
+        """Block until it has exited (a child of the agent is not reaped yet)."""
+
+    def reap(self) -> int:
+        """Its exit code (negative: killed by that signal), once :meth:`has_exited`; whatever
+        is left of its process group is killed before the process is reaped."""
+
+    @property
+    def reaped(self) -> bool:
+        """Whether it was reaped (its pid and group id may then be reused)."""
+
+
+@dataclass(frozen=True)
+class ChildProcess:
+    """A container's main process started by the agent itself (:class:`TaskProcess`)."""
+
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def has_exited(self) -> bool:
+        try:
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+            return os.waitid(os.P_PID, self.pid, flags) is not None
+        except ChildProcessError:  # reaped already: it has exited
+            return True
+
+    def wait_exited(self) -> None:
+        with contextlib.suppress(ChildProcessError, OSError):  # reaped already: it has exited
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+
+    def reap(self) -> int:
+        # The main process is a zombie: its group id cannot be reused yet.
+        _signal_group(self.pid, signal.SIGKILL)
+        return self.popen.wait()
+
+    @property
+    def reaped(self) -> bool:
+        return self.popen.returncode is not None
+
+
 @dataclass(eq=False)
 class Handle:
     """A started container: its main process and the threads reading its output.
@@ -134,7 +192,7 @@ class Handle:
     """
 
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: TaskProcess
     readers: list[threading.Thread] = field(default_factory=list)
     exited: threading.Event = field(default_factory=threading.Event)
     exit_code: int | None = None
@@ -221,10 +279,9 @@ def _tail(path: Path, stdtype: Stdtype, sink: OutputSink, exited: threading.Even
         sink(line, stdtype)
 
 
-def _await_exit(pid: int, hint: Callable[[], None]) -> None:
-    """Block until process ``pid`` exits (without reaping it), then call ``hint``."""
-    with contextlib.suppress(ChildProcessError, OSError):  # reaped already: it has exited
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+def _await_exit(proc: TaskProcess, hint: Callable[[], None]) -> None:
+    """Block until ``proc`` exits (without reaping it), then call ``hint``."""
+    proc.wait_exited()
     hint()
 
 
@@ -304,10 +361,16 @@ class ProcessRunner(Runner):
     where namespaces exist, always runs in one, reaching its files only through
     ``/run/determined`` (the agent's home stays closed to it); without namespaces it is started
     as that user directly, and the agent's home is opened for passing through.
+
+    ``warm``: fork the tasks that allow it from a warm Python that has the harness imported
+    (:mod:`stalwart.agent.warm`: a bare ``python SCRIPT`` or ``python -m MODULE`` with no
+    hook, wrapper or other user); the others, and every task while no warm Python is ready,
+    start as new processes.
     """
 
     namespaces: MountNamespaces | None = None
     no_namespace_reason: str | None = None
+    warm: WarmStarts | None = None
 
     def __init__(
         self,
@@ -317,8 +380,10 @@ class ProcessRunner(Runner):
         every_task: bool = False,
         fixed_paths: FixedPaths | None = None,
         task_user: TaskIdentity | None = None,
+        warm: WarmStarts | None = None,
     ) -> None:
         self.task_user = task_user
+        self.warm = warm
         self.namespaces = namespaces
         self.no_namespace_reason = no_namespace_reason
         self.fixed_paths = fixed_paths or FixedPaths()
@@ -427,24 +492,38 @@ class ProcessRunner(Runner):
         if not argv:
             raise ContainerStartError("the task has an empty command")
         # A wrapper becomes the task's user itself; a bare command is started as it.
-        direct = identity if self.wrapper(spec, workspace, identity) is None else None
+        bare = self.wrapper(spec, workspace, identity) is None
+        direct = identity if bare else None
+        warm = self.warm if bare and identity is None and argv == list(spec.argv) else None
         outputs: list[BinaryIO] = []
+        proc: TaskProcess | None = None
         try:
             outputs = [workspace.stdout_path.open("ab"), workspace.stderr_path.open("ab")]
-            proc = subprocess.Popen(
-                argv,
-                cwd=workspace.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=outputs[0],
-                stderr=outputs[1],
-                start_new_session=True,
-                close_fds=True,
-                umask=_TASK_UMASK,
-                user=direct.uid if direct is not None else None,
-                group=direct.gid if direct is not None else None,
-                extra_groups=[] if direct is not None else None,
-            )
+            if warm is not None:
+                proc = warm.spawn(
+                    argv,
+                    workspace.workdir,
+                    env,
+                    umask=_TASK_UMASK,
+                    outputs=(outputs[0].fileno(), outputs[1].fileno()),
+                    stderr_path=workspace.stderr_path,
+                )
+            if proc is None:
+                popen = subprocess.Popen(
+                    argv,
+                    cwd=workspace.workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=outputs[0],
+                    stderr=outputs[1],
+                    start_new_session=True,
+                    close_fds=True,
+                    umask=_TASK_UMASK,
+                    user=direct.uid if direct is not None else None,
+                    group=direct.gid if direct is not None else None,
+                    extra_groups=[] if direct is not None else None,
+                )
+                proc = ChildProcess(popen)
         except OSError as exc:
             raise ContainerStartError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
         finally:
@@ -467,7 +546,7 @@ class ProcessRunner(Runner):
         if self.on_exit is not None:
             threading.Thread(
                 target=_await_exit,
-                args=(proc.pid, self.on_exit),
+                args=(proc, self.on_exit),
                 name=f"exit {handle.name}",
                 daemon=True,
             ).start()
@@ -476,16 +555,9 @@ class ProcessRunner(Runner):
     def poll(self, handle: Handle) -> int | None:
         with handle.lock:
             if handle.exit_seen is None:
-                try:
-                    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-                    running = os.waitid(os.P_PID, handle.pid, flags) is None
-                except ChildProcessError:  # reaped already; wait() below knows the code
-                    running = False
-                if running:
+                if not handle.proc.has_exited():
                     return None
-                # The main process is a zombie: its group id cannot be reused yet.
-                _signal_group(handle.pid, signal.SIGKILL)
-                handle.exit_code = handle.proc.wait()
+                handle.exit_code = handle.proc.reap()
                 handle.exit_seen = time.monotonic()
                 handle.exited.set()
                 for reader in handle.readers:  # usually done in a moment: report the exit now
@@ -503,5 +575,5 @@ class ProcessRunner(Runner):
 
     def _signal(self, handle: Handle, signum: int) -> None:
         with handle.lock:
-            if handle.exit_seen is None and handle.proc.returncode is None:
+            if handle.exit_seen is None and not handle.proc.reaped:
                 _signal_group(handle.pid, signum)

@@ -103,6 +103,12 @@ class AgentSettings(_Settings):
         "the tasks of non-admins as, when their owner is linked to no agent user. An agent that "
         "is not root runs every task as itself.",
     )
+    warm_start: bool = Field(
+        default=True,
+        description="Fork local tasks that are a bare ``python SCRIPT`` or ``python -m MODULE`` "
+        "from a warm Python with the harness imported (:mod:`stalwart.agent.warm`); each task is "
+        "still a process of its own. Off: every task starts a new interpreter.",
+    )
     kill_on_exit: bool = Field(
         default=False, description="Kill the containers when the agent stops (default: leave)."
     )

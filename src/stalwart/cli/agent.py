@@ -3,7 +3,8 @@
 ``stalwart agent --master URL [--id NAME] [--slots N] [--slot-type cpu|cuda|rocm] [--pool NAME]
 [--token TOKEN | STALWART_AGENT_TOKEN | --token-file FILE] [--home DIR] [--address ADDR]
 [--python PATTERN=PATH ...] [--container-runtime none|docker|podman]
-[--mount-namespaces auto|require|off] [--determined-env PATH|off] [--kill-on-exit]``
+[--mount-namespaces auto|require|off] [--determined-env PATH|off] [--no-warm-start]
+[--kill-on-exit]``
 
 ``stalwart agent list [--json]`` lists the master's agents instead; ``stalwart agent tokens
 [--json]`` lists the agents' credentials and ``stalwart agent revoke AGENT_ID [--reenroll]``
@@ -121,6 +122,13 @@ def agent(
             "linked to no agent user)."
         ),
     ] = "nobody",
+    warm_start: Annotated[
+        bool,
+        typer.Option(
+            help="Fork local `python SCRIPT` / `python -m MODULE` tasks from a warm Python "
+            "that has the harness imported (a fresh process per task all the same)."
+        ),
+    ] = True,
     kill_on_exit: Annotated[
         bool, typer.Option(help="Stop the containers when the agent stops.")
     ] = False,
@@ -163,6 +171,7 @@ def agent(
             mount_namespaces=mount_namespaces,
             determined_env=from_option(determined_env),
             task_user=task_user,
+            warm_start=warm_start,
             kill_on_exit=kill_on_exit,
         )
     except ValidationError as exc:

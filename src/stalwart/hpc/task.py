@@ -349,7 +349,7 @@ def _run(
                 interrupt, line = signals.handle()
                 stream.agent_line(line)
                 if interrupt:
-                    _signal_task(handle.proc.pid, signals.interrupt_signal)
+                    _signal_task(handle.pid, signals.interrupt_signal)
                     kill_at = time.monotonic() + KILL_GRACE_S
             if kill_at is not None and time.monotonic() >= kill_at:
                 runner.kill(handle)

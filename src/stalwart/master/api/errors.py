@@ -12,7 +12,8 @@ the dead connection. A value the database cannot hold (a number past its integer
 
 Input no handler foresaw is still answered 400, not 500: text that cannot be stored (a lone
 UTF-16 surrogate such as ``"\\ud800"``: ``UnicodeEncodeError``) and data nested too deeply
-to process (``RecursionError``).
+to process (``RecursionError``). A client that leaves before its body arrives
+(``ClientDisconnect``) is no error: 499, logged at debug level.
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from stalwart import errors
 
 log = logging.getLogger(__name__)
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status recorded for a request whose client left before its body arrived (nginx's)."""
 
 _TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
 """PostgreSQL error classes a retry can cure: connection exception, transaction rollback
@@ -113,6 +118,15 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, errors.TooManyRequestsError):
             response.headers["Retry-After"] = str(exc.retry_after)
         return response
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, _exc: ClientDisconnect) -> Response:
+        # The client closed the connection before its body arrived (an agent cancels a held
+        # sync as soon as one of its tasks exits): nobody is left to answer, nothing failed.
+        log.debug(
+            "%s %s: the client left before its body arrived", request.method, request.url.path
+        )
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     @app.exception_handler(OverflowError)
     async def _overflow(_request: Request, _exc: OverflowError) -> JSONResponse:
