@@ -13,8 +13,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER
-from stalwart.master.app import create_app
 from stalwart.master.api.errors import CLIENT_CLOSED_REQUEST
+from stalwart.master.app import create_app
 from tests.agent.conftest import serve, wait_for
 from tests.master.conftest import enroll, make_settings
 
