@@ -140,7 +140,7 @@ def _stalwart(trials: int, work: Path) -> dict[str, Any]:
         startup = time.monotonic() - started
         started = time.monotonic()
         exp_id = _create(client, experiment, {"trial.py": TRIAL})
-        state = _wait(client, exp_id, trials / SLOTS * 10 + 120)
+        state = _wait(client, exp_id, trials / SLOTS * 10 + 120, trials / SLOTS)
         wall = time.monotonic() - started
         client.close()
         states = _trial_states(cluster.home / "master.db", exp_id)

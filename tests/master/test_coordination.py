@@ -6,6 +6,7 @@ counters are shared."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 import signal
@@ -26,6 +27,7 @@ from stalwart.master.coordination import (
     StateLock,
     relay_dir,
 )
+from stalwart.master.logring import RELAYED_MESSAGE_BYTES
 from tests.master.conftest import make_settings
 
 CTX = multiprocessing.get_context("fork")
@@ -231,6 +233,41 @@ def test_two_states_on_one_home_share_the_lock_the_hints_and_the_wake_ups(
         ours.hints.rounds_begun = 4
         ours.hints.rounds_done = 3
         assert (theirs.hints.rounds_begun, theirs.hints.rounds_done) == (4, 3)
+    finally:
+        for relay in relays:
+            relay.close()
+        for state in states:
+            state.engine.dispose()
+
+
+def test_a_record_one_worker_logs_is_in_every_other_worker_s_master_log(
+    tmp_path: Path,
+) -> None:
+    """``GET /master/logs`` answers from any worker's ring: each ring holds what every worker
+    logged (relayed, not echoed back to the sender), a long record cut to fit a datagram."""
+    home = tmp_path / "home"
+    states = [open_state(make_settings(home)) for _ in range(3)]
+    relays = [state.join_workers() for state in states]
+    ours, *others = states
+    logger = logging.getLogger("stalwart.test.worker-logs")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        with ours.log_ring.attached(logger):
+            logger.warning("agent %s lost: no sync for %gs", "a1", 30.0)
+            logger.info("x" * (RELAYED_MESSAGE_BYTES * 2))
+        for state in others:
+            wait_for(lambda state=state: len(state.log_ring.read()) == 2)  # type: ignore[misc]
+            lost, long = state.log_ring.read()
+            assert lost.message == "stalwart.test.worker-logs: agent a1 lost: no sync for 30s"
+            assert lost.level == "LOG_LEVEL_WARNING"
+            assert long.level == "LOG_LEVEL_INFO"
+            assert long.message.startswith("stalwart.test.worker-logs: xxx")
+            assert len(long.message) == RELAYED_MESSAGE_BYTES
+            assert [e.id for e in state.log_ring.read()] == [1, 2]  # each ring numbers its own
+        mine = ours.log_ring.read()
+        assert [e.message[-5:] for e in mine] == ["r 30s", "xxxxx"]  # nothing came back twice
+        assert len(mine[1].message) > RELAYED_MESSAGE_BYTES  # the sender keeps it whole
     finally:
         for relay in relays:
             relay.close()

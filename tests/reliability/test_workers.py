@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -105,6 +106,14 @@ def test_a_search_on_three_workers_runs_as_on_one(
     assert exp["state"] == "STATE_COMPLETED"
     assert_ran_once(api, pids, exp_id)
     assert answers == sorted(answers)  # no worker answered an older view after a newer one
+    # the master's log, whichever worker answers, has what the leader logged: the search's end
+    ended = f"stalwart.master.transitions: experiment {exp_id}: STOPPING_COMPLETED -> COMPLETED"
+    for _ in range(4 * WORKERS):
+        with httpx.Client(base_url=local.url, headers=api.http.headers, timeout=30) as fresh:
+            answer = fresh.get("/api/v1/master/logs")
+        assert answer.status_code == 200, answer.text
+        lines = [json.loads(line)["result"]["logEntry"] for line in answer.text.splitlines()]
+        assert ended in [line["message"] for line in lines]
 
 
 def test_the_leading_worker_sigkilled_mid_search_is_replaced_and_nothing_repeats(

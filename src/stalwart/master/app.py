@@ -87,7 +87,7 @@ from stalwart.master.services.webhook_events import install_webhook_outbox
 from stalwart.master.settings import MasterSettings
 from stalwart.master.state import MasterState
 from stalwart.master.stopping import StopGate, StopMiddleware
-from stalwart.master.transitions import install_event_publisher
+from stalwart.master.transitions import install_event_publisher, log_experiment_change
 from stalwart.master.ui import mount_ui
 
 __all__ = ["create_app", "open_state", "with_database_retries"]
@@ -225,6 +225,7 @@ def create_app(
                 state.cluster_id,
                 settings.database_url.split("://", 1)[0],
             )
+            unsubscribe = state.bus.subscribe(log_experiment_change)
             relay = state.join_workers() if settings.workers > 1 else None
             duties = Duties(state) if run_cluster else None
             leadership = None
@@ -247,6 +248,7 @@ def create_app(
                 state.rm.close()
                 await close_clients()  # the proxy's connections to tasks
                 log.info("master %s stopping", state.master_id)
+                unsubscribe()
                 state.engine.dispose()
 
     app = FastAPI(

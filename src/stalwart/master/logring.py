@@ -9,23 +9,46 @@ Readers take snapshots (:meth:`LogRing.read`, :meth:`LogRing.after`); followers 
 :meth:`LogRing.wait_after`, which an ``emit`` from any thread wakes through the event loop the
 waiter runs on (no polling). Records below the loggers' levels never reach the ring: the
 ``stalwart master`` command sets the ``stalwart`` loggers to INFO.
+
+A master of several worker processes keeps every worker's records in each worker's ring: with
+:attr:`LogRing.relay` set (:meth:`~stalwart.master.state.MasterState.join_workers`), each
+record this process logs is also sent to the other workers (:func:`encode_relayed`), which
+:meth:`LogRing.append` it as it arrives (:func:`decode_relayed`). Ids stay each ring's own, in
+the order that worker saw the records; a record whose message is longer than
+:data:`RELAYED_MESSAGE_BYTES` reaches the other workers cut there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import islice
 
-__all__ = ["DEFAULT_CAPACITY", "LogEntry", "LogRing", "level_name"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "RELAYED_MESSAGE_BYTES",
+    "RELAY_KIND",
+    "LogEntry",
+    "LogRing",
+    "decode_relayed",
+    "encode_relayed",
+    "level_name",
+]
 
 DEFAULT_CAPACITY = 10_000
+RELAYED_MESSAGE_BYTES = 48 * 1024
+"""The longest message (UTF-8 bytes) sent whole to the other workers: a relayed record must fit
+one datagram (the relay reads 64 KiB)."""
+RELAY_KIND = b"l"
+"""The first byte of a relayed record (:class:`~stalwart.master.coordination.Relay` messages
+are told apart by it)."""
 
 
 def level_name(levelno: int) -> str:
@@ -75,6 +98,9 @@ class LogRing(logging.Handler):
         self._guard = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._stopped = False
+        self.relay: Callable[[bytes], None] | None = None
+        """Sends each record this process logs to the other workers (module docstring); it
+        must not block or raise (:meth:`~stalwart.master.coordination.Relay.send`)."""
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -82,7 +108,10 @@ class LogRing(logging.Handler):
         try:
             message = self.format(record)
             when = dt.datetime.fromtimestamp(record.created, tz=dt.UTC)
-            self.append(when, level_name(record.levelno), message)
+            entry = self.append(when, level_name(record.levelno), message)
+            relay = self.relay
+            if relay is not None:
+                relay(encode_relayed(entry))
         except Exception:
             self.handleError(record)
 
@@ -173,3 +202,27 @@ class LogRing(logging.Handler):
             yield self
         finally:
             target.removeHandler(self)
+
+
+def encode_relayed(entry: LogEntry) -> bytes:
+    """``entry`` as a relay message for the other workers (its id is not sent: each ring
+    numbers what it receives)."""
+    message = entry.message.encode("utf-8")
+    if len(message) > RELAYED_MESSAGE_BYTES:
+        message = message[:RELAYED_MESSAGE_BYTES]
+    body = {
+        "time": entry.timestamp.timestamp(),
+        "level": entry.level,
+        "message": message.decode("utf-8", errors="ignore"),
+    }
+    return RELAY_KIND + json.dumps(body).encode()
+
+
+def decode_relayed(message: bytes) -> tuple[dt.datetime, str, str]:
+    """The timestamp, level and message of a relay message made by :func:`encode_relayed`
+    (ValueError when it is not one)."""
+    if not message.startswith(RELAY_KIND):
+        raise ValueError("not a relayed log record")
+    body = json.loads(message[len(RELAY_KIND) :])
+    when = dt.datetime.fromtimestamp(float(body["time"]), tz=dt.UTC)
+    return when, str(body["level"]), str(body["message"])

@@ -25,7 +25,7 @@ from stalwart.master.coordination import (
 )
 from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Container
-from stalwart.master.logring import LogRing
+from stalwart.master.logring import RELAY_KIND, LogRing, decode_relayed
 from stalwart.master.services.prepull import PrepullPlans
 from stalwart.master.settings import MasterSettings
 from stalwart.master.transitions import EventBus
@@ -299,6 +299,7 @@ class MasterState:
         self.notifier.relay = relay.send
         self.hints.relay = relay.send
         self.webhook_wake.relay = relay.send
+        self.log_ring.relay = relay.send
         relay.start()
         return relay
 
@@ -313,6 +314,8 @@ class MasterState:
             self.hints.poke_here()
         elif kind == b"w":
             self.webhook_wake.set_here()
+        elif kind == RELAY_KIND:
+            self.log_ring.append(*decode_relayed(message))
 
     def __post_init__(self) -> None:
         self.prepull = PrepullPlans.for_agents(

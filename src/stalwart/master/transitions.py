@@ -12,6 +12,7 @@ States are stored without Determined's ``STATE_`` prefix (``ACTIVE``, ``STOPPING
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,12 +45,15 @@ __all__ = [
     "StateChanged",
     "check_edge",
     "install_event_publisher",
+    "log_experiment_change",
     "set_allocation_state",
     "set_checkpoint_state",
     "set_container_state",
     "set_experiment_state",
     "set_trial_state",
 ]
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["experiment", "trial", "allocation", "container", "checkpoint"]
 
@@ -274,6 +278,13 @@ class EventBus:
                 listener(change)
             except Exception:  # a broken listener must not break commits
                 continue
+
+
+def log_experiment_change(change: StateChanged) -> None:
+    """An :class:`EventBus` listener that logs each committed experiment state change at INFO
+    (``experiment 5: ACTIVE -> COMPLETED``): what an operator reads in ``det master logs``."""
+    if change.kind == "experiment":
+        log.info("experiment %s: %s -> %s", change.id, change.old, change.new)
 
 
 def install_event_publisher(session_factory: Callable[..., Session], bus: EventBus) -> None:

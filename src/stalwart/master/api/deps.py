@@ -101,19 +101,23 @@ when it ended, and a batch launcher's exit report that trails the scheduler's ne
 
 
 def _allocation_caller(request: Request, session: Session, token: str) -> Caller:
-    allocation = session.scalar(
-        select(Allocation).where(Allocation.token_sha256 == token_sha256(token))
-    )
-    if allocation is None:
+    # One query for the allocation, its task and the task's owner: every request a task makes
+    # comes this way (its reports, its preemption long-poll, its agent's log batches).
+    found = session.execute(
+        select(Allocation, Task, User)
+        .outerjoin(Task, Task.task_id == Allocation.task_id)
+        .outerjoin(User, User.id == Task.owner_id)
+        .where(Allocation.token_sha256 == token_sha256(token))
+    ).one_or_none()
+    if found is None:
         raise UnauthenticatedError("invalid allocation token")
+    allocation, task, owner = found
     ended = allocation.end_time
     if ended is not None and utcnow() - ended > ENDED_ALLOCATION_GRACE:
         raise UnauthenticatedError(
             f"allocation {allocation.id} ended at {ended.isoformat()}: its token no longer "
             "works (a task's calls belong to its own run; a new run gets a new token)"
         )
-    task = session.get(Task, allocation.task_id)
-    owner = session.get(User, task.owner_id) if task and task.owner_id else None
     if task is None or owner is None:
         raise UnauthenticatedError("the allocation has no owner")
     if not owner.active:
