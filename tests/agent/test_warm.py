@@ -62,6 +62,9 @@ print(json.dumps({
     "handlers": handlers,
     "random": random.random(),
     "parent": os.getppid(),
+    # what ps and pgrep -f show (a retitled process pads its command line with NULs)
+    "cmdline": open("/proc/self/cmdline").read().replace("\\0", " ").strip(),
+    "comm": open("/proc/self/comm").read().strip(),
 }), flush=True)
 code = sys.argv[1] if len(sys.argv) > 1 else "0"
 if code == "raise":
@@ -132,6 +135,8 @@ def test_a_warm_task_sees_what_a_fresh_interpreter_gives(tmp_path: Path, warm: W
     assert hot["leads_session"]
     assert hot["stdin_devnull"]
     assert hot["env"]["GREETING"] == "hello"  # type: ignore[index]
+    assert hot["cmdline"] == "python3 probe.py 7"  # not the warm Python's own command line
+    assert hot["comm"] == "python3"
 
 
 @pytest.mark.parametrize(
@@ -183,11 +188,13 @@ def test_modules_and_entrypoint_strings_start_warm(tmp_path: Path, warm: WarmSta
     assert found["name"] == "__main__"
     assert found["argv"] == [str(ws.workdir / "mod.py"), "5"]
     assert found["path"][0] == str(ws.workdir)  # type: ignore[index]
+    assert found["cmdline"] == "python3 -u -m mod 5"
 
     code, sink, _, proc = _run(tmp_path, "shell", ["sh", "-c", "python3 probe.py 4"], warm)
     assert isinstance(proc, ForkedProcess)
     assert code == 4
     assert _probe(sink)["argv"] == ["probe.py", "4"]
+    assert _probe(sink)["cmdline"] == "python3 probe.py 4"  # the Python, not sh -c
     for command in ("python3 probe.py > out", "X=1 python3 probe.py", "python3 'probe.py'"):
         assert plan(["sh", "-c", command], ws.workdir, ENV) is None
     code, sink, _, proc = _run(tmp_path, "redirect", ["sh", "-c", "python3 probe.py 3 >&2"], warm)

@@ -27,8 +27,10 @@ with the agent, over the ``SOCK_SEQPACKET`` socket ``FD`` (one JSON object per m
 
 - server -> agent, once: ``{"ready": true, "modules": [top-level module names preloaded]}``;
 - agent -> server: ``{"id": N, "program": "python3", "argv": [...], "script" | "module": ...,
-  "cwd": ..., "env": {...}, "umask": M, "unbuffered": bool}`` with the task's stdout and stderr
-  descriptors attached (``SCM_RIGHTS``);
+  "cwd": ..., "env": {...}, "umask": M, "unbuffered": bool, "title": "python3 train.py ..."}``
+  with the task's stdout and stderr descriptors attached (``SCM_RIGHTS``); the child takes
+  ``title`` as its process title (``ps``, ``pgrep -f``) and the program's name as its short
+  name (``comm``) when the ``setproctitle`` package is there (a dependency of Stalwart's);
 - server -> agent: ``{"started": N, "pid": P}`` once the child leads its own session, or
   ``{"started": N, "error": "..."}`` when it could not fork;
 - server -> agent: ``{"exited": P, "code": C}`` when a child exits (``C`` negative: killed by
@@ -89,6 +91,11 @@ def main() -> None:
     added = {name: value for name, value in os.environ.items() if name not in given}
     for name in PRELOAD:
         importlib.import_module(name)
+    with contextlib.suppress(ImportError):  # without it, children keep this server's title
+        titles = importlib.import_module("setproctitle")
+        # It finds the memory to write titles into through the C environment, which a child
+        # replaces before it retitles itself: take it over now, while it is the original.
+        titles.setproctitle(titles.getproctitle())
     gc.collect()
     gc.freeze()  # the children share these pages instead of copying them as refcounts move
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -170,6 +177,17 @@ def _fork(
     return pid
 
 
+def _retitle(title: str, program: str) -> None:
+    """Show this process as ``title`` (its command line) and ``program``'s name (its short
+    name), as a fresh interpreter started with that command would be shown; nothing when the
+    ``setproctitle`` package was not there to preload."""
+    titles = sys.modules.get("setproctitle")
+    if titles is None or not title:
+        return
+    titles.setproctitle(title)
+    titles.setthreadtitle(os.path.basename(program))
+
+
 def _become(
     request: dict[str, Any],
     fds: Sequence[int],
@@ -196,6 +214,7 @@ def _become(
     sys.excepthook = _task_excepthook
     os.chdir(request["cwd"])
     sys.argv = list(request["argv"])
+    _retitle(str(request.get("title") or ""), str(request["program"]))
     try:
         if "module" in request:
             sys.path[0] = os.getcwd()

@@ -76,6 +76,9 @@ class Launch:
     unbuffered: bool
     path0: Path
     """The directory a fresh interpreter would put first on ``sys.path``."""
+    command: tuple[str, ...] = ()
+    """The interpreter's command words (``python3 train.py --lr 0.1``): the child's process
+    title, as ``ps`` and ``pgrep -f`` would show a fresh interpreter."""
 
 
 def plan(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Launch | None:
@@ -95,12 +98,15 @@ def plan(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Launch | Non
     while rest and rest[0] == "-u":
         unbuffered = True
         rest.pop(0)
+    command = tuple(argv)
     if len(rest) >= 2 and rest[0] == "-m":
-        return Launch(python, argv[0], [rest[1], *rest[2:]], None, rest[1], unbuffered, cwd)
+        module_argv = [rest[1], *rest[2:]]
+        return Launch(python, argv[0], module_argv, None, rest[1], unbuffered, cwd, command)
     if not rest or rest[0].startswith("-"):
         return None
     script = Path(cwd, rest[0])
-    return Launch(python, argv[0], rest, rest[0], None, unbuffered, script.resolve().parent)
+    path0 = script.resolve().parent
+    return Launch(python, argv[0], rest, rest[0], None, unbuffered, path0, command)
 
 
 def start_env(env: Mapping[str, str]) -> dict[str, str] | None:
@@ -218,6 +224,7 @@ class ForkServer:
             "env": dict(env),
             "umask": umask,
             "unbuffered": launch.unbuffered,
+            "title": " ".join(launch.command),
         }
         if launch.module is not None:
             request["module"] = launch.module
