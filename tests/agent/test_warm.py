@@ -7,7 +7,9 @@ tasks started cold by :class:`ProcessRunner` for comparison.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stalwart.agent.runner import ChildProcess, ProcessRunner
-from stalwart.agent.warm import SERVER_LOST, ForkedProcess, WarmStarts, plan
+from stalwart.agent.warm import SERVER_LOST, ForkedProcess, ForkServer, WarmStarts, plan
 from stalwart.agent.workspace import Workspace
 from tests.agent.conftest import PY, wait_for
 from tests.agent.test_runner import Sink, finish, spec
@@ -310,6 +312,40 @@ def test_a_dead_fork_server_stops_its_tasks_and_is_replaced_later(tmp_path: Path
         assert replacement is not server
     finally:
         starts.close()
+
+
+def test_a_task_forked_after_its_start_gave_up_is_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fork server that answers after the agent stopped waiting (which then reports the start
+    failed) must not leave the task running: the agent kills what it forked late."""
+    server = ForkServer(Path(BIN, "python3"), ENV, reply_timeout=0.0)
+    try:
+        wait_for("the warm Python to load", server.ready.is_set, timeout=60)
+        ws = _workspace(tmp_path, "late")
+        (ws.workdir / "late.py").write_text("import time\ntime.sleep(60)\n")
+        launch = plan(["python3", "late.py"], ws.workdir, ENV)
+        assert launch is not None
+        with (
+            caplog.at_level(logging.WARNING, logger="stalwart.agent.warm"),
+            ws.stdout_path.open("ab") as out,
+            ws.stderr_path.open("ab") as err,
+            pytest.raises(OSError, match="did not answer"),
+        ):
+            server.spawn(
+                launch,
+                ws.workdir,
+                ENV,
+                umask=0o022,
+                outputs=(out.fileno(), err.fileno()),
+                stderr_path=ws.stderr_path,
+            )
+        wait_for("the late task's answer", lambda: "too late" in caplog.text)
+        [pid] = re.findall(r"stopped task process (\d+)", caplog.text)
+        wait_for("the late task to be stopped", lambda: not _alive(int(pid)))
+        assert not server._replies
+    finally:
+        server.close()
 
 
 def test_agents_can_turn_warm_starts_off(tmp_path: Path) -> None:

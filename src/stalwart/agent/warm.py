@@ -171,15 +171,20 @@ class ForkServer:
     records exits. When the server dies, each task still running has its group killed, gets
     :data:`SERVER_LOST` on its stderr and exits with ``-SIGKILL``."""
 
-    def __init__(self, python: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, python: Path, env: Mapping[str, str], *, reply_timeout: float = _REPLY_TIMEOUT_S
+    ) -> None:
         self.python = python
         self.ready = threading.Event()
         self.dead = threading.Event()
         self.modules: frozenset[str] = frozenset()
+        self._reply_timeout = reply_timeout
         self._next_id = 0
         self._stderr_paths: dict[int, Path] = {}
         self._children: dict[int, ForkedProcess] = {}
         self._replies: list[dict[str, Any]] = []
+        self._waiting: set[int] = set()
+        """Requests whose :meth:`spawn` still waits for the answer."""
         self._reply = threading.Condition()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -213,11 +218,13 @@ class ForkServer:
         """Fork the task with ``outputs`` (stdout, stderr) as its descriptors 1 and 2
         (``stderr_path`` is the file the second one writes to).
 
-        Raises OSError when the server could not fork it or is gone."""
+        Raises OSError when the server could not fork it, is gone, or did not answer in time
+        (a child it forks after that is killed at once: the agent starts the task otherwise)."""
         self._next_id += 1
-        self._stderr_paths[self._next_id] = stderr_path
+        request_id = self._next_id
+        self._stderr_paths[request_id] = stderr_path
         request: dict[str, Any] = {
-            "id": self._next_id,
+            "id": request_id,
             "program": launch.program,
             "argv": launch.argv,
             "cwd": str(cwd),
@@ -231,23 +238,48 @@ class ForkServer:
         else:
             request["script"] = launch.script
         message = json.dumps(request).encode()
-        if len(message) > MAX_MESSAGE:
-            raise OSError("the task's environment is too large for a warm start")
-        socket.send_fds(self._sock, [message], list(outputs))
-        deadline = time.monotonic() + _REPLY_TIMEOUT_S
-        with self._reply:
-            while not any(r.get("started") == self._next_id for r in self._replies):
-                left = deadline - time.monotonic()
-                if self.dead.is_set() or left <= 0:
-                    raise OSError("the warm Python did not answer")
-                self._reply.wait(left)
-            reply = next(r for r in self._replies if r.get("started") == self._next_id)
-            self._replies.remove(reply)
-        self._stderr_paths.pop(self._next_id, None)
+        try:
+            if len(message) > MAX_MESSAGE:
+                raise OSError("the task's environment is too large for a warm start")
+            with self._reply:
+                self._waiting.add(request_id)
+            socket.send_fds(self._sock, [message], list(outputs))
+            reply = self._await_reply(request_id)
+        finally:
+            with self._reply:
+                self._waiting.discard(request_id)
+            self._stderr_paths.pop(request_id, None)
         if "process" not in reply:
             raise OSError(str(reply.get("error", "the warm Python could not fork")))
         process: ForkedProcess = reply["process"]  # it may have exited already
         return process
+
+    def _await_reply(self, request_id: int) -> dict[str, Any]:
+        """The server's answer to ``request_id``; OSError once the server is dead or the
+        reply timeout has passed (a child forked for it is then stopped, here or in
+        :meth:`_handle` when its answer comes later)."""
+        deadline = time.monotonic() + self._reply_timeout
+        with self._reply:
+            while True:
+                reply = next((r for r in self._replies if r.get("started") == request_id), None)
+                if reply is not None:
+                    self._replies.remove(reply)
+                left = deadline - time.monotonic()
+                if reply is not None and left > 0:
+                    return reply
+                if self.dead.is_set() or left <= 0:
+                    self._waiting.discard(request_id)
+                    if reply is not None and "pid" in reply:
+                        self._stop_late(int(reply["pid"]))
+                    raise OSError("the warm Python did not answer")
+                self._reply.wait(left)
+
+    def _stop_late(self, pid: int) -> None:
+        """Kill the group of a child whose start the agent gave up on (its exit is ignored)."""
+        self._children.pop(pid, None)
+        log.warning("stopped task process %d: the warm Python forked it too late", pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
     def close(self) -> None:
         """Close the socket: the server exits, its tasks run on."""
@@ -275,11 +307,16 @@ class ForkServer:
             if child is not None:
                 child.finish(int(message["code"]))
         elif "started" in message:
-            if "pid" in message:
-                pid = int(message["pid"])
-                path = self._stderr_paths.get(int(message["started"]))
-                message["process"] = self._children[pid] = ForkedProcess(pid, path)
+            request_id = int(message["started"])
             with self._reply:
+                if request_id not in self._waiting:  # too late: the agent gave up on it
+                    if "pid" in message:
+                        self._stop_late(int(message["pid"]))
+                    return
+                if "pid" in message:
+                    pid = int(message["pid"])
+                    path = self._stderr_paths.get(request_id)
+                    message["process"] = self._children[pid] = ForkedProcess(pid, path)
                 self._replies.append(message)
                 self._reply.notify_all()
 
@@ -353,8 +390,9 @@ class WarmStarts:
         """Start the fork server for tasks run with ``python`` and ``env`` now, before the
         first such task (the agent does this for its own interpreter)."""
         startup = start_env(env)
-        if startup is not None and _key(python, startup) not in self._servers:
-            self._start(_key(python, startup), python, startup)
+        key = _key(python, startup) if startup is not None else None
+        if startup is not None and key is not None and key not in self._servers:
+            self._start(key, python, startup)
 
     def _start(
         self,
