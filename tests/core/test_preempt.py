@@ -74,6 +74,18 @@ def test_close_stops_the_long_poll_at_once(master: MasterServer, trial_env: Task
     session.close()
 
 
+def test_a_task_that_never_asks_never_polls(master: MasterServer, trial_env: TaskEnv) -> None:
+    """The watcher starts at the first should_preempt(): a task that never asks costs the
+    master no request; one that asks gets the current answer at once, signal included."""
+    name = f"stalwart-preempt-{trial_env.allocation_id}"
+    with build_context(trial_env, retry=FAST_RETRY) as ctx:
+        ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
+        assert not [t for t in threading.enumerate() if t.name == name]
+        signal_preemption(master.state.sessions, master.state.notifier, trial_env.allocation_id)
+        assert ctx.preempt.should_preempt() is True  # the first answer is waited for
+    assert acked(master, trial_env.allocation_id)
+
+
 def test_should_preempt_needs_start(master: MasterServer, trial_env: TaskEnv) -> None:
     session = Session(trial_env.master_url, trial_env.session_token)
     preempt = PreemptContext(session, trial_env.allocation_id, DummyDistributedContext())

@@ -2,10 +2,12 @@
 
 Contract:
 
-- A watcher thread asks the master ``GET /api/v1/allocations/{id}/signals/preemption`` at once
+- A watcher thread asks the master ``GET /api/v1/allocations/{id}/signals/preemption``
   (``timeout_seconds=0``), then long-polls with ``timeout_seconds=60`` until it hears "preempt"
-  or is closed. :meth:`PreemptContext.should_preempt` only reads the watcher's flag (it waits
-  just for the first answer), so it is cheap enough to call every batch.
+  or is closed. It starts at the first :meth:`PreemptContext.should_preempt`, which then waits
+  for that first answer; later calls only read the watcher's flag, so it is cheap enough to
+  call every batch. A task that never asks costs the master no poll at all (a search of short
+  trials makes two requests fewer per trial).
 - The first time ``should_preempt()`` returns True (with ``auto_ack``), it posts ``POST
   /api/v1/allocations/{id}/signals/ack_preemption``: the coming exit is then a preemption, and
   the trial is resumable. :meth:`acknowledge_preemption_signal` does it by hand.
@@ -55,12 +57,16 @@ class _Watcher:
         self._path = f"/api/v1/allocations/{allocation_id}/signals/preemption"
         self._first = threading.Event()
         self._preempt = threading.Event()
+        self._starting = threading.Lock()
         self._thread = threading.Thread(
             target=self._run, name=f"stalwart-preempt-{allocation_id}", daemon=True
         )
 
     def start(self) -> None:
-        self._thread.start()
+        """Start polling, once; later calls do nothing (thread-safe)."""
+        with self._starting:
+            if self._thread.ident is None and not self._session.closed:
+                self._thread.start()
 
     def _poll(self, timeout_s: int) -> bool:
         # The first answer is waited for by should_preempt(): give up on it sooner.
@@ -91,6 +97,7 @@ class _Watcher:
         self._first.set()
 
     def should_preempt(self) -> bool:
+        self.start()
         self._first.wait()
         return self._preempt.is_set()
 
@@ -99,9 +106,11 @@ class _Watcher:
         return self._preempt.wait(timeout)
 
     def close(self) -> None:
-        if self._session.closed:
-            return
-        self._session.close()
+        with self._starting:  # no start after this
+            if self._session.closed:
+                return
+            self._session.close()
+        self._first.set()  # a should_preempt() still waiting says False
         if self._thread.ident is not None:
             self._thread.join(timeout=5)
             if self._thread.is_alive():
@@ -129,12 +138,11 @@ class PreemptContext:
         self._ack_sent = False
 
     def start(self) -> PreemptContext:
-        """Start watching (``core.Context.__enter__`` does it); only once."""
+        """Allow watching (``core.Context.__enter__`` does it); only once. The watcher itself
+        starts at the first :meth:`should_preempt` (see the module contract)."""
         if self._started:
             raise RuntimeError("you cannot call PreemptContext.start() multiple times")
         self._started = True
-        if self._watcher is not None:
-            self._watcher.start()
         return self
 
     def close(self) -> None:
