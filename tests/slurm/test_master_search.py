@@ -30,13 +30,19 @@ def test_adaptive_asha_runs_to_completion_on_slurm(
     # long enough that a stopped trial cannot run to the end first on a busy machine.
     hp = "  steps: 8\n  period: 1\n  sleep: 0.5\n"
     hp += "  x:\n    type: double\n    minval: 0\n    maxval: 1"
-    exp_id = api.create_experiment(trial_config(hp, searcher=ASHA), trial_files("train.py"))
+    # Seed 3 samples x = 0.69, 0.42, 0.94, 0.64 for trials 1-4 in creation order: the third
+    # is worse at the first rung than both trials before it, whichever of those reports first,
+    # so it is stopped there. (With random seeds, about 1 search in 12 promotes every trial.)
+    config = trial_config(hp, searcher=ASHA, reproducibility="{experiment_seed: 3}")
+    exp_id = api.create_experiment(config, trial_files("train.py"))
     exp = api.wait_state(exp_id, timeout=300)
     trials = api.trials(exp_id)
     assert exp["state"] == "STATE_COMPLETED", [api.logs(t["id"])[-2000:] for t in trials]
     assert len(trials) == 4
     assert all(t["state"] == "STATE_COMPLETED" for t in trials)
     lengths = {t["id"]: max(steps(api, t["id"])) for t in trials}
+    xs = sorted(round(float(t["hparams"]["x"]), 2) for t in trials)
+    assert xs == [0.42, 0.64, 0.69, 0.94], xs  # what the seed samples
     assert any(n < 8 for n in lengths.values()), lengths  # stopped early by the searcher
     assert any(n == 8 for n in lengths.values()), lengths  # someone trained to the end
     best = min(trials, key=lambda t: t["bestValidation"]["metrics"]["avgMetrics"]["loss"])
