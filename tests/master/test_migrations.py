@@ -95,6 +95,49 @@ def test_upgrade_check_downgrade_upgrade(engine: Engine) -> None:
     assert _differences(engine) == []
 
 
+def _schema(engine: Engine) -> list[tuple[str, str, str, list[str]]]:
+    """Every object of a SQLite database with its SQL as sorted lines (two runs of the
+    migrations may list a rebuilt table's constraints in another order)."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "select type, name, tbl_name, sql from sqlite_master order by type, name"
+        )
+        return [
+            (kind, name, table, sorted(ln.strip().rstrip(",") for ln in (sql or "").splitlines()))
+            for kind, name, table, sql in rows
+        ]
+
+
+def test_a_new_sqlite_database_from_the_schema_cache_is_what_the_migrations_build(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The cache (STALWART_SQLITE_SCHEMA_CACHE; the test suite uses it) gives a new SQLite
+    database the very schema the migrations build, at the head; a database with tables, or
+    PostgreSQL, is left alone."""
+    cache = tmp_path / "schema-cache"
+    if engine.dialect.name != "sqlite":
+        assert not migrate.copy_cached_schema(engine, cache)
+        assert migrate.current_revision(engine) is None
+        return
+    migrated = make_engine(f"sqlite:///{tmp_path / 'migrated.db'}")
+    copies = [make_engine(f"sqlite:///{tmp_path / f'copy{i}.db'}") for i in range(2)]
+    try:
+        migrate.upgrade(migrated)
+        assert migrate.copy_cached_schema(copies[0], cache)  # builds the cached copy
+        assert len(list(cache.glob("schema-*.sqlite"))) == 1
+        assert migrate.copy_cached_schema(copies[1], cache)  # copies it
+        assert len(list(cache.iterdir())) == 1  # nothing left over from building it
+        for copy in copies:
+            assert _schema(copy) == _schema(migrated)
+            assert migrate.current_revision(copy) == migrate.head_revision()
+            with copy.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert not migrate.copy_cached_schema(migrated, cache)  # it has tables: left alone
+    finally:
+        for each in (migrated, *copies):
+            each.dispose()
+
+
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     migrate.upgrade(engine)
     migrate.upgrade(engine)

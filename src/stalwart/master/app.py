@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from fastapi import FastAPI
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -133,7 +136,7 @@ def open_state(settings: MasterSettings) -> MasterState:
     default_storage = None if settings.checkpoint_storage else settings.home / "checkpoints"
     prepare_home(settings.home, default_checkpoints=default_storage)
     engine = make_engine(settings.database_url)
-    with_database_retries("migrating the database", lambda: migrate.upgrade(engine))
+    with_database_retries("migrating the database", lambda: _migrate(engine))
     sessions = make_session_factory(engine)
     state = MasterState(settings=settings, engine=engine, sessions=sessions)
     install_event_publisher(sessions, state.bus)
@@ -150,6 +153,15 @@ def open_state(settings: MasterSettings) -> MasterState:
     state.rm = build_resource_manager(state)
     state.serving_since = state.clock.monotonic()
     return state
+
+
+def _migrate(engine: Engine) -> None:
+    """Bring the schema to the head; a new SQLite database from the schema cache when
+    ``STALWART_SQLITE_SCHEMA_CACHE`` names one (:func:`.migrate.copy_cached_schema`)."""
+    cache = os.environ.get(migrate.SCHEMA_CACHE_VARIABLE)
+    if cache:
+        migrate.copy_cached_schema(engine, Path(cache))
+    migrate.upgrade(engine)
 
 
 STARTUP_RETRY_DEADLINE_S = 60.0
