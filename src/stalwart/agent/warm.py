@@ -390,8 +390,10 @@ class WarmStarts:
         """Start the fork server for tasks run with ``python`` and ``env`` now, before the
         first such task (the agent does this for its own interpreter)."""
         startup = start_env(env)
-        key = _key(python, startup) if startup is not None else None
-        if startup is not None and key is not None and key not in self._servers:
+        if startup is None:
+            return
+        key = _key(python, startup)
+        if key not in self._servers:
             self._start(key, python, startup)
 
     def _start(

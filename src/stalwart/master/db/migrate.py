@@ -13,6 +13,7 @@ schema, ``alembic_version`` included.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -97,11 +98,7 @@ def copy_cached_schema(engine: Engine, cache: Path) -> bool:
 def _cached_schema(cache: Path) -> Path:
     """The cached database of this set of migrations, built by them if it is not there yet
     (several processes may build it at once: each renames its own copy into place)."""
-    digest = hashlib.sha256()
-    for path in sorted(_SCRIPTS.rglob("*.py")):
-        digest.update(path.relative_to(_SCRIPTS).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    found = cache / f"schema-{digest.hexdigest()[:16]}.sqlite"
+    found = cache / f"schema-{_migrations_digest()}.sqlite"
     if found.exists():
         return found
     cache.mkdir(parents=True, exist_ok=True)
@@ -122,3 +119,13 @@ def _cached_schema(cache: Path) -> Path:
         for leftover in (building, building + "-wal", building + "-shm"):
             Path(leftover).unlink(missing_ok=True)
     return found
+
+
+@functools.cache
+def _migrations_digest() -> str:
+    """A hash of the migration files (read once per process: they do not change under it)."""
+    digest = hashlib.sha256()
+    for path in sorted(_SCRIPTS.rglob("*.py")):
+        digest.update(path.relative_to(_SCRIPTS).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
