@@ -80,6 +80,16 @@ def _job_dir(job_root: Path, api: Api, task_id: str) -> Path:
     return job_root / str(allocation["allocationId"])
 
 
+def _trapping(code: int) -> str:
+    """A command line whose shell traps SIGTERM (echoes ``got TERM``, exits ``code``) and only
+    ever ends by that trap. Slurm SIGTERMs a step's processes one at a time, children first
+    (``proctrack/linuxproc``), so a ``sleep 600 & wait`` alone may see its sleep die, ``wait``
+    return 0 and the script end with 0 before the shell's own SIGTERM arrives: no trap. The loop
+    waits again until the shell's own SIGTERM (Slurm's, or the launcher's to the group)."""
+    trap = f"trap 'echo got TERM; exit {code}' TERM"
+    return f"{trap}; echo trap set; while :; do sleep 600 & wait; done"
+
+
 def _task_logs(api: Api, task_id: str) -> str:
     response = api.http.get(f"/api/v1/tasks/{task_id}/logs")
     response.raise_for_status()
@@ -171,8 +181,7 @@ def test_a_command_scancelled_by_a_person_gets_sigterm_and_ends_with_slurms_reas
     _, api, job_root = slurm_master
     # A trial's SIGTERM is ignored (it is its preemption signal); a command's is not, so
     # its trap runs (a shell cannot trap a signal ignored on entry).
-    line = "trap 'echo got TERM; exit 5' TERM; echo trap set; sleep 600 & wait"
-    done = admin.ok("cmd", "run", "-d", "--config", "resources.slots=0", line)
+    done = admin.ok("cmd", "run", "-d", "--config", "resources.slots=0", _trapping(5))
     command_id = done.stdout.strip()
     _until(lambda: "trap set" in _task_logs(api, command_id), "the command to start")
     (job,) = job_ids(job_root)
@@ -191,8 +200,7 @@ def test_a_command_the_urgent_partition_preempts_ends_and_is_not_resumed(
     admin: Det, slurm_master: tuple[LocalCluster, Api, Path]
 ) -> None:
     _, api, job_root = slurm_master
-    line = "trap 'echo got TERM; exit 7' TERM; echo trap set; sleep 600 & wait"
-    done = admin.ok("cmd", "run", "-d", "--config", "resources.slots=0", line)
+    done = admin.ok("cmd", "run", "-d", "--config", "resources.slots=0", _trapping(7))
     command_id = done.stdout.strip()
     _until(lambda: "trap set" in _task_logs(api, command_id), "the command to start")
     (job,) = job_ids(job_root)

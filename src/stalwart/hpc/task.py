@@ -43,12 +43,22 @@ node. Contract:
   job's program), and the launcher's SIGTERM or SIGINT sends SIGTERM to the task's process
   group, then SIGKILL after :data:`KILL_GRACE_S`, without ``pending_preemption``. It still
   asks ``signals/preemption`` whether the master is the one stopping it, for the report below.
+  Slurm signals a step's processes one ``kill`` at a time (``proctrack/linuxproc``: children
+  before parents, so the task's deepest processes first and the launcher last; only
+  ``proctrack/cgroup`` freezes the step around its signals). So the task may end of Slurm's
+  SIGTERM before the launcher's own arrives: one that arrives after the task's exit was seen
+  is still asked about, before the exit is reported (again after the last lines are shipped).
+  Nor do the task's own processes get it together: a shell whose child dies of it first may
+  finish its script and exit 0 before its own SIGTERM (and its ``trap``) arrives (``sleep 600
+  & wait``: ``wait`` returns 0 once no child is left).
 - **End**: the task's last lines are shipped (at most :data:`SHIP_TIMEOUT_S`), then the exit is
   reported (``POST .../batch/exit`` with the rank and exit code, negative for a signal), and the
   launcher exits with the task's code (128 + N for signal N), which Slurm records as the job's.
-  After a SIGTERM the master did not ask for, a task that did not exit 0 is **not** reported:
-  Slurm's record of the job (PREEMPTED, TIMEOUT, CANCELLED, read by the tracker) says why better
-  than a signal number. If the master cannot be told, Slurm's record still carries the code.
+  After a SIGTERM the master did not ask for, the exit is **not** reported, except a trial's
+  exit 0 (its acknowledged preemption): Slurm's record of the job (PREEMPTED, TIMEOUT,
+  CANCELLED, read by the tracker) says why better than a signal number, or than an interactive
+  task's exit 0 (a program that exits 0 on SIGTERM, a shell whose child died first). If the
+  master cannot be told, Slurm's record still carries the code.
 """
 
 from __future__ import annotations
@@ -205,7 +215,11 @@ def run_task(environ: Mapping[str, str]) -> int:
         signals = _Signals(client, f"{master_url}/api/v1/allocations/{allocation_id}", token)
         signals.preemptible = spec.env.get("DET_TASK_TYPE", "TRIAL") == "TRIAL"
         code, reason = _run(spec, client, master_url, node, environ, signals)
-        if signals.outside and code != 0:
+        # Again after the last lines were shipped: Slurm's SIGTERM to the launcher follows its
+        # SIGTERM to the task's processes, and may come after the task's exit was seen.
+        if (late := signals.handle_after_exit()) is not None:
+            print(f"stalwart: {late}", flush=True)
+        if not signals.reports_exit(code):
             print(
                 f"stalwart: the task ended with code {code} after Slurm stopped the job; "
                 "leaving the verdict to Slurm's record of the job",
@@ -292,6 +306,26 @@ class _Signals:
             "checkpoint and exit (preemption)"
         )
 
+    def handle_after_exit(self) -> str | None:
+        """An interactive task's SIGTERM or SIGINT that was not handled before its exit was
+        seen: ask the master about it as :meth:`handle` does (there is nothing left to
+        interrupt), so that a stop by Slurm is not reported as the task's own exit; a line for
+        the logs, None when there is nothing to ask about. Slurm signals the launcher after the
+        task's processes (see the module contract), so a task that Slurm's SIGTERM ends may
+        exit before the launcher's own SIGTERM arrives. A trial ignores SIGTERM: its exit is
+        its own."""
+        if self.handled or self.preemptible or not self.received.is_set():
+            return None
+        self.handle()
+        return f"the batch job got signal {self.signum} as the task ended" + (
+            ": Slurm stopped it" if self.outside else ""
+        )
+
+    def reports_exit(self, code: int | None) -> bool:
+        """Whether the task's exit is reported to the master: not after a stop by Slurm
+        (:attr:`outside`), except a trial's exit 0 (a preemption it acknowledged)."""
+        return not self.outside or (self.preemptible and code == 0)
+
 
 def _run(
     spec: TaskSpec,
@@ -354,6 +388,8 @@ def _run(
             if kill_at is not None and time.monotonic() >= kill_at:
                 runner.kill(handle)
                 kill_at = None
+        if (late := signals.handle_after_exit()) is not None:
+            stream.agent_line(late)
         level = "LOG_LEVEL_INFO" if code == 0 else "LOG_LEVEL_ERROR"
         stream.agent_line(f"container exited with code {code}", level)
     shipper.release(stream)
