@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,17 @@ def agent_settings(master_url: str, home: Path, **extra: object) -> AgentSetting
     )
 
 
-def make_daemon(settings: AgentSettings, http: httpx.Client) -> Daemon:
+def make_daemon(
+    settings: AgentSettings,
+    http: httpx.Client,
+    before_fetch: Callable[[TaskSpec], None] = lambda spec: None,
+) -> Daemon:
+    """A daemon with a real runner and shipper; ``before_fetch`` runs in the starter thread
+    before each model definition is downloaded (a test makes a download slow with it)."""
     shipper = LogShipper(settings.master_url, flush_seconds=0.05, max_backoff_seconds=0.2)
 
     def fetch(spec: TaskSpec) -> bytes:
+        before_fetch(spec)
         return fetch_context(http, settings.master_url, spec.task_id, spec.token)
 
     shipper.start()
@@ -81,6 +89,18 @@ def status(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
     return found
 
 
+def until_started(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
+    """Refresh until the starter's work on ``spec`` is settled (RUNNING, or EXITED already:
+    a quick task may end within the refresh that settles its start)."""
+
+    def started() -> bool:
+        daemon.refresh()
+        return status(daemon, spec).state != "STARTING"
+
+    wait_for("the container to be started", started)
+    return status(daemon, spec)
+
+
 def until_exited(daemon: Daemon, spec: TaskSpec) -> ContainerStatus:
     def exited() -> bool:
         daemon.refresh()
@@ -109,8 +129,8 @@ def test_start_report_exit_logs_and_forget(daemon: Daemon, master: Master, trial
         trial, script, has_context=True, info_files={"cluster.json": '{"master_url": ""}'}
     )
     assert daemon.apply(SyncResponse(start=[spec])) is True
-    first = status(daemon, spec)
-    assert first.state == "RUNNING"
+    assert status(daemon, spec).state == "STARTING"  # the starter has it
+    first = until_started(daemon, spec)
     assert first.pid
     daemon.apply(SyncResponse(start=[spec]))  # idempotent per (allocation, rank)
     assert status(daemon, spec).pid == first.pid
@@ -184,6 +204,7 @@ def test_forget_keeps_running_containers_and_ignores_unknown_ones(
 ) -> None:
     spec = task_spec(trial, SLEEPER)
     daemon.apply(SyncResponse(start=[spec], forget=["nope.1/0", "garbage"]))
+    until_started(daemon, spec)
     daemon.apply(SyncResponse(forget=[f"{trial.allocation_id}/0"]))
     assert status(daemon, spec).state == "RUNNING"
     assert daemon.apply(SyncResponse(kill=["unknown.1"])) is False  # nothing new to report
@@ -193,7 +214,7 @@ def test_forget_keeps_running_containers_and_ignores_unknown_ones(
 def test_shutdown_leaves_containers_unless_asked_to_kill(daemon: Daemon, trial: TrialEnv) -> None:
     spec = task_spec(trial, SLEEPER)
     daemon.apply(SyncResponse(start=[spec]))
-    pid = status(daemon, spec).pid
+    pid = until_started(daemon, spec).pid
     assert pid is not None
     daemon.shutdown(kill=False, grace=0.0)
     assert daemon.refresh() is False
@@ -239,3 +260,83 @@ def test_a_restarted_agent_reports_what_its_earlier_life_started_as_lost(
         finally:
             second.shutdown(kill=True, grace=0.0)
             second.shipper.close(timeout=2.0)
+
+
+class SlowDownloads:
+    """Holds the starter at the model definition download of the ranks in ``held`` until
+    :meth:`release` (a download from a slow master)."""
+
+    def __init__(self, *held: int) -> None:
+        self.held = set(held)
+        self.reached = threading.Event()
+        self._go = threading.Event()
+
+    def __call__(self, spec: TaskSpec) -> None:
+        if spec.rank in self.held:
+            self.reached.set()
+            assert self._go.wait(30), "the test never released the download"
+
+    def release(self) -> None:
+        self._go.set()
+
+
+@pytest.fixture
+def slow() -> SlowDownloads:
+    return SlowDownloads(1)
+
+
+@pytest.fixture
+def slow_daemon(master: Master, tmp_path: Path, slow: SlowDownloads) -> Iterator[Daemon]:
+    with httpx.Client() as http:
+        agent = make_daemon(agent_settings(master.url, tmp_path / "agent"), http, slow)
+        yield agent
+        slow.release()
+        agent.shutdown(kill=True, grace=0.0)
+        agent.shipper.close(timeout=2.0)
+
+
+def test_an_exit_is_reported_while_the_starter_is_busy(
+    slow_daemon: Daemon, slow: SlowDownloads, trial: TrialEnv
+) -> None:
+    """Starting takes a while (workspaces, downloads, forks): a container that exits
+    meanwhile is reported at once, and the wave is news only once every start is done."""
+    quick = task_spec(trial, "print('done')")
+    held = task_spec(trial, SLEEPER, rank=1, has_context=True)
+    slow_daemon.apply(SyncResponse(start=[quick, held]))
+    assert until_exited(slow_daemon, quick).exit_code == 0
+    wait_for("the second download to begin", slow.reached.is_set)
+    assert status(slow_daemon, held).state == "STARTING"
+    assert slow_daemon.take_launched() is False  # the starter still has the second one
+    slow.release()
+    assert until_started(slow_daemon, held).state == "RUNNING"
+    assert slow_daemon.take_launched() is True
+    assert slow_daemon.take_launched() is False  # said once
+
+
+def test_a_kill_while_starting_never_starts_the_task(
+    slow_daemon: Daemon, slow: SlowDownloads, master: Master, trial: TrialEnv
+) -> None:
+    held = task_spec(trial, SLEEPER, rank=1, has_context=True)
+    slow_daemon.apply(SyncResponse(start=[held]))
+    wait_for("the download to begin", slow.reached.is_set)
+    slow_daemon.apply(SyncResponse(kill=[trial.allocation_id], kill_grace_seconds=5.0))
+    slow_daemon.refresh()
+    assert status(slow_daemon, held).state == "STARTING"  # settled once the starter is done
+    slow.release()
+    final = until_exited(slow_daemon, held)
+    assert (final.exit_code, final.exit_reason) == (None, "killed before it started")
+    assert output(slow_daemon, held) == ""
+    lines = [e["log"] for e in every_line(master, slow_daemon, trial.task_id)]
+    assert "container killed before it started\n" in lines
+
+
+def test_a_kill_that_comes_as_the_start_ends_stops_the_task(
+    daemon: Daemon, trial: TrialEnv
+) -> None:
+    """Started by the starter, not yet seen by the loop thread: the kill still reaches it."""
+    spec = task_spec(trial, SLEEPER)
+    daemon.apply(SyncResponse(start=[spec]))
+    wait_for("the task to run", lambda: "up" in output(daemon, spec))  # no refresh meanwhile
+    daemon.apply(SyncResponse(kill=[trial.allocation_id], kill_grace_seconds=5.0))
+    final = until_exited(daemon, spec)
+    assert (final.exit_code, final.exit_reason) == (-15, "killed by SIGTERM")

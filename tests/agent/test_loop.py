@@ -24,7 +24,7 @@ from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SlotInfo, SyncRequest, S
 from stalwart.errors import FailedPreconditionError, UnauthenticatedError
 from stalwart.master.db.tables import AgentCredential as CredentialRow
 from tests.agent.conftest import Master, closed_port, master_settings, serve, task_spec, wait_for
-from tests.agent.test_daemon import SLEEPER, agent_settings, make_daemon
+from tests.agent.test_daemon import SLEEPER, agent_settings, make_daemon, until_started
 from tests.master.test_allocations_api import TrialEnv
 
 SLOTS = [SlotInfo(id="0", device_type="cpu")]
@@ -101,8 +101,9 @@ def test_an_outage_keeps_containers_running_and_the_agent_comes_back(
     settings = agent_settings(f"http://127.0.0.1:{port}", tmp_path, token=token)
     with httpx.Client() as http:
         loop = AgentLoop(make_daemon(settings, http))
-        loop.daemon.apply(SyncResponse(start=[task_spec(trial, SLEEPER)]))
-        pid = loop.daemon.build_request(0).containers[0].pid
+        spec = task_spec(trial, SLEEPER)
+        loop.daemon.apply(SyncResponse(start=[spec]))
+        pid = until_started(loop.daemon, spec).pid
         assert pid is not None
         with (
             caplog.at_level(logging.INFO, logger="stalwart.agent"),
@@ -149,8 +150,9 @@ def test_stop_leaves_containers_unless_kill_on_exit(
     )
     with httpx.Client() as http:
         loop = AgentLoop(make_daemon(settings, http))
-        loop.daemon.apply(SyncResponse(start=[task_spec(trial, SLEEPER)]))
-        pid = loop.daemon.build_request(0).containers[0].pid
+        spec = task_spec(trial, SLEEPER)
+        loop.daemon.apply(SyncResponse(start=[spec]))
+        pid = until_started(loop.daemon, spec).pid
         assert pid is not None
         with running(loop):
             pass

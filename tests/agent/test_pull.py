@@ -317,12 +317,19 @@ def test_a_failed_pull_or_a_kill_while_pulling_ends_the_container(
     monkeypatch.setenv("STALWART_FAKE_PULL_SECONDS", "1.0")
     slow = task_spec(trial, "print(1)", rank=1, image="example.com/slow:1")
     docker_daemon.apply(SyncResponse(start=[slow]))
+    container = docker_daemon.containers[(slow.allocation_id, slow.rank)]
+
+    def pulling() -> bool:
+        docker_daemon.refresh()  # the starter's workspace done, the pull thread under way
+        return container.pulled is not None
+
+    wait_for("the pull to begin", pulling)
+    pulled = container.pulled
+    assert pulled is not None
     assert status(docker_daemon, slow).state == "STARTING"
     docker_daemon.apply(SyncResponse(kill=[trial.allocation_id]))
     killed = until_exited(docker_daemon, slow)
     assert (killed.exit_code, killed.exit_reason) == (None, "killed before it started")
-    pulled = docker_daemon.containers[(slow.allocation_id, slow.rank)].pulled
-    assert pulled is not None
     wait_for("the pull to finish", pulled.is_set)
     docker_daemon.refresh()
     assert status(docker_daemon, slow).state == "EXITED"  # never started after the pull

@@ -12,6 +12,17 @@ methods the sync loop (:mod:`stalwart.agent.loop`) calls from one thread:
 - :meth:`Daemon.apply` carries out a :class:`SyncResponse`: start (idempotent per key), kill
   (SIGTERM now, SIGKILL after ``kill_grace_seconds``), forget (exited containers only).
 
+Starting is not done by that thread: :meth:`Daemon.apply` records each new container STARTING
+and hands it to the daemon's **starter**, one thread that prepares workspaces and calls
+:meth:`Runner.start`, in the order the master sent them. The loop thread meanwhile keeps
+polling and reporting exits (a wave of starts takes ~15 ms a container; exits that happen
+meanwhile must not wait for it). :meth:`Daemon.refresh` moves a container whose start is done
+to RUNNING (or fails it), in the loop thread: only that thread changes a container's phase.
+:meth:`Daemon.take_launched` says when started containers are news for the master (once the
+starter has nothing left in hand, so that one sync reports a whole wave). A kill that finds a
+container in the starter's hands waits for the start to settle: one that never started is
+reported "killed before it started"; one that did is stopped at once like any other.
+
 A container that cannot start is reported EXITED with ``exit_code`` null and an
 ``exit_reason``. Nothing here kills a container because the master went away.
 
@@ -24,10 +35,10 @@ run's steps under the same run id.
 
 Images: when the runner needs one (:meth:`Runner.needs_image`, docker/podman), the container
 stays STARTING while a thread of its own runs :meth:`Runner.pull_image` (a pull may take
-minutes, and the sync loop must keep syncing meanwhile); :meth:`Daemon.refresh` starts it once
-the pull is done, and every later report carries ``pull_seconds``. A kill while it pulls ends it
-at once ("killed before it started"; the pull itself runs on). Each answer's ``prepull`` list
-goes to the :class:`~stalwart.agent.prepull.Prepuller`, when the agent has one.
+minutes, and the starter must not wait for it); :meth:`Daemon.refresh` hands it back to the
+starter once the pull is done, and every later report carries ``pull_seconds``. A kill while it
+pulls ends it at once ("killed before it started"; the pull itself runs on). Each answer's
+``prepull`` list goes to the :class:`~stalwart.agent.prepull.Prepuller`, when the agent has one.
 
 The official harness (``determined_env``, local processes only): a task written for it
 (:meth:`Runner.official_harness`) that no ``--python`` mapping sends elsewhere runs with the
@@ -44,7 +55,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -96,11 +108,15 @@ class Container:
     exited_at: float = 0.0
     exit_mark: int = 0
     last_lines: list[LogLine] | None = None  # taken from the shipper, sent with the exit
-    # Its image (runners that need one): pulled by a thread of its own while STARTING.
+    # While STARTING: the starter's work on it, or (runners that need an image, the official
+    # harness's first build) a thread of its own that sets ``pulled`` when done.
+    job: Future[_Outcome] | None = None
     workspace: Workspace | None = None
-    pulled: threading.Event | None = None  # set by the pull thread when it is done
+    pulled: threading.Event | None = None
     pull_error: str | None = None
     pull_seconds: float | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)  # killed: don't start
+    kill_grace: float | None = None  # a kill that came while the starter had it
 
     @property
     def key(self) -> tuple[str, int]:
@@ -128,6 +144,21 @@ class Container:
         )
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What the starter made of a container (read by the loop thread in :meth:`Daemon.refresh`).
+
+    ``started``: ``handle`` runs. ``wait``: ``workspace`` is ready, but the image must be pulled
+    (``env`` None) or the official harness's environment ``env`` built first. ``failed``:
+    ``error`` says why. ``skipped``: it was killed before it started."""
+
+    kind: Literal["started", "wait", "failed", "skipped"]
+    workspace: Workspace | None = None
+    handle: Handle | None = None
+    env: DeterminedEnv | None = None
+    error: Exception | None = None
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -139,7 +170,8 @@ def _describe_exit(code: int) -> str:
 
 class Daemon:
     """The registry and the reconcile step (see the module docstring). Not thread-safe: one
-    thread calls :meth:`refresh`, :meth:`build_request`, :meth:`apply` and :meth:`shutdown`."""
+    thread calls :meth:`refresh`, :meth:`build_request`, :meth:`apply`, :meth:`take_launched`
+    and :meth:`shutdown`; the starter thread only reads containers."""
 
     def __init__(
         self,
@@ -167,6 +199,7 @@ class Daemon:
         self.determined_env = determined_env
         self.containers: dict[tuple[str, int], Container] = {}
         self._launched = False
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="starter")
         lost = f"lost: agent {settings.agent_id} restarted while it ran (its process was killed)"
         self.earlier: dict[tuple[str, int], ContainerStatus] = {
             key: ContainerStatus(
@@ -195,19 +228,11 @@ class Daemon:
     def refresh(self) -> bool:
         """Poll the runner; True when a reported state changed (an exit became EXITED).
 
-        Containers whose image is pulled start here (see :meth:`take_launched`)."""
+        Containers whose start is done become RUNNING here (see :meth:`take_launched`)."""
         changed = False
         for container in self.containers.values():
-            if (
-                container.phase == "STARTING"
-                and container.pulled is not None
-                and container.pulled.is_set()
-            ):
-                if container.pull_error is not None:
-                    self._start_failed(container, container.pull_error)
-                elif container.workspace is not None:
-                    self._launch(container, container.workspace)
-                    self._launched = True
+            if container.phase == "STARTING":
+                self._advance(container)
         now = self.clock()
         for container in self.containers.values():
             if container.phase == "RUNNING" and container.handle is not None:
@@ -235,10 +260,12 @@ class Daemon:
         return changed
 
     def take_launched(self) -> bool:
-        """Whether :meth:`refresh` started containers (their image pulled) since the last call:
-        news for the master (RUNNING), though no exit."""
-        launched, self._launched = self._launched, False
-        return launched
+        """Whether containers became RUNNING since the last call that said so, now that the
+        starter has none left in hand: news for the master, though no exit."""
+        if not self._launched or any(c.job is not None for c in self.containers.values()):
+            return False
+        self._launched = False
+        return True
 
     def _take_last_lines(self, container: Container) -> bool:
         """Take the container's unshipped lines for its exit report; whether that worked."""
@@ -290,6 +317,34 @@ class Daemon:
         )
         container = Container(spec=spec, log=stream)
         self.containers[container.key] = container
+        self._hand_to_starter(container, self._prepare, container)
+
+    def _hand_to_starter(
+        self, container: Container, work: Callable[..., _Outcome], *args: object
+    ) -> None:
+        """Run ``work(*args)`` in the starter thread; :meth:`refresh` settles its outcome."""
+        try:
+            container.job = self._starter.submit(work, *args)
+        except RuntimeError:  # shut down: the agent is stopping
+            container.job = None
+            container.cancelled.set()
+            self._kill_unstarted(container)
+            return
+        container.job.add_done_callback(self._wake)
+
+    def _wake(self, _job: object = None) -> None:
+        """Tell the loop there is news to look at (any thread; never blocks)."""
+        hint = self.runner.on_exit
+        if hint is not None:
+            hint()
+
+    # --- the starter thread (reads a container; never changes its phase) ----------------------
+
+    def _prepare(self, container: Container) -> _Outcome:
+        """Prepare the workspace and, unless an image or the harness must come first, start."""
+        if container.cancelled.is_set():
+            return _Outcome("skipped")
+        spec = container.spec
         env: DeterminedEnv | None = None
         try:
             mapped = mapped_python(spec.image, self.settings.pythons)
@@ -314,19 +369,76 @@ class Daemon:
                 else:
                     env = self.determined_env
         except Exception as exc:  # sorted out by _start_error
-            self._start_error(container, exc)
-            return
-        if not needs_image and env is None:
-            self._launch(container, workspace)
-            return
-        container.workspace = workspace
-        container.pulled = threading.Event()
-        threading.Thread(
-            target=self._pull if env is None else self._prepare_env,
-            args=(container,) if env is None else (container, env),
-            name=f"{'pull' if env is None else 'harness'} {spec.allocation_id}/{spec.rank}",
-            daemon=True,
-        ).start()
+            return _Outcome("failed", error=exc)
+        if needs_image or env is not None:
+            return _Outcome("wait", workspace=workspace, env=env)
+        return self._launch(container, workspace)
+
+    def _launch(self, container: Container, workspace: Workspace) -> _Outcome:
+        if container.cancelled.is_set():
+            return _Outcome("skipped", workspace=workspace)
+        try:
+            mark_started(workspace.root)
+            handle = self.runner.start(container.spec, workspace, container.log.line)
+        except Exception as exc:  # sorted out by _start_error
+            return _Outcome("failed", workspace=workspace, error=exc)
+        return _Outcome("started", workspace=workspace, handle=handle)
+
+    # --- settling starts (the loop thread) ------------------------------------------------------
+
+    def _advance(self, container: Container) -> None:
+        """Move a STARTING container on once the starter or its pull thread is done."""
+        job = container.job
+        if job is not None:
+            if not job.done():
+                return
+            container.job = None
+            try:
+                outcome = job.result()
+            except CancelledError:  # the starter was shut down before it got to it
+                outcome = _Outcome("skipped")
+            self._settle(container, outcome)
+        elif container.pulled is not None and container.pulled.is_set():
+            container.pulled = None
+            if container.pull_error is not None:
+                self._start_failed(container, container.pull_error)
+            elif container.workspace is not None:
+                self._hand_to_starter(container, self._launch, container, container.workspace)
+
+    def _settle(self, container: Container, outcome: _Outcome) -> None:
+        spec = container.spec
+        container.workspace = outcome.workspace
+        if outcome.kind == "skipped":
+            self._kill_unstarted(container)
+        elif outcome.kind == "failed":
+            assert outcome.error is not None
+            self._start_error(container, outcome.error)
+        elif outcome.kind == "wait":
+            if container.cancelled.is_set():
+                self._kill_unstarted(container)
+                return
+            env = outcome.env
+            container.pulled = threading.Event()
+            threading.Thread(
+                target=self._pull if env is None else self._prepare_env,
+                args=(container,) if env is None else (container, env),
+                name=f"{'pull' if env is None else 'harness'} {spec.allocation_id}/{spec.rank}",
+                daemon=True,
+            ).start()
+        else:
+            assert outcome.handle is not None
+            container.handle = outcome.handle
+            container.phase = "RUNNING"
+            self._launched = True
+            log.info(
+                "started %s/%d (pid %d): %s",
+                spec.allocation_id,
+                spec.rank,
+                outcome.handle.pid,
+                " ".join(spec.argv),
+            )
+            if container.kill_grace is not None:  # killed while it was being started
+                self._terminate(container, container.kill_grace)
 
     def _prepare_env(self, container: Container, env: DeterminedEnv) -> None:
         """The thread that builds the official harness's environment for ``container`` (like
@@ -344,9 +456,7 @@ class Daemon:
         finally:
             assert container.pulled is not None
             container.pulled.set()
-            hint = self.runner.on_exit
-            if hint is not None:
-                hint()
+            self._wake()
 
     def _pull(self, container: Container) -> None:
         """The pull thread of one container: :meth:`Runner.pull_image`, then a hint to the
@@ -362,34 +472,16 @@ class Daemon:
         finally:
             assert container.pulled is not None
             container.pulled.set()
-            hint = self.runner.on_exit
-            if hint is not None:
-                hint()
-
-    def _launch(self, container: Container, workspace: Workspace) -> None:
-        spec = container.spec
-        try:
-            mark_started(workspace.root)
-            container.handle = self.runner.start(spec, workspace, container.log.line)
-        except Exception as exc:  # sorted out by _start_error
-            self._start_error(container, exc)
-            return
-        container.phase = "RUNNING"
-        log.info(
-            "started %s/%d (pid %d): %s",
-            spec.allocation_id,
-            spec.rank,
-            container.handle.pid,
-            " ".join(spec.argv),
-        )
+            self._wake()
 
     def _start_error(self, container: Container, exc: Exception) -> None:
-        """Fail a container whose start raised ``exc`` (called in the ``except`` block)."""
+        """Fail a container whose start raised ``exc``."""
         if isinstance(exc, (StalwartError, OSError)):
             self._start_failed(container, str(exc))
             return
         # A bug must not take the agent down with it.
-        log.exception("starting %s/%d failed", container.spec.allocation_id, container.spec.rank)
+        spec = container.spec
+        log.error("starting %s/%d failed", spec.allocation_id, spec.rank, exc_info=exc)
         self._start_failed(container, f"internal error: {type(exc).__name__}: {exc}")
 
     def _start_failed(self, container: Container, reason: str) -> None:
@@ -398,24 +490,40 @@ class Daemon:
 
     def _kill(self, allocation_id: str, grace: float) -> None:
         for container in self.containers.values():
-            if container.spec.allocation_id == allocation_id and container.phase == "STARTING":
+            if container.spec.allocation_id == allocation_id:
+                self._stop(container, grace)
+
+    def _stop(self, container: Container, grace: float) -> None:
+        """Stop one container: SIGTERM, SIGKILL after ``grace``; one not started yet is ended
+        now, unless the starter has it (then once its start settles, see :meth:`_settle`)."""
+        if container.phase == "STARTING":
+            self._advance(container)  # a start that is done is settled first
+        if container.phase == "STARTING":
+            container.cancelled.set()
+            if container.job is None:  # waiting for its image or harness: the pull runs on
                 self._kill_unstarted(container)
-                continue
-            if (
-                container.spec.allocation_id != allocation_id
-                or container.phase != "RUNNING"
-                or container.handle is None
-                or container.kill_at is not None
-            ):
-                continue
-            container.log.agent_line(f"stopping container: SIGTERM, SIGKILL after {grace:g}s")
-            container.kill_at = self.clock() + grace
-            self.runner.terminate(container.handle)
+            elif container.kill_grace is None:
+                container.kill_grace = grace
+        elif container.phase == "RUNNING":
+            self._terminate(container, grace)
+
+    def _terminate(self, container: Container, grace: float) -> None:
+        if container.handle is None or container.kill_at is not None:
+            return
+        container.log.agent_line(f"stopping container: SIGTERM, SIGKILL after {grace:g}s")
+        container.kill_at = self.clock() + grace
+        self.runner.terminate(container.handle)
 
     def _kill_unstarted(self, container: Container) -> None:
-        """End a container still waiting for its image (the pull runs on; it is not started)."""
+        """End a container that was never started (a pull or harness build runs on)."""
         container.exit_reason = "killed before it started"
-        self._exiting(container, "container killed while its image was being pulled")
+        waited = container.pulled is not None
+        self._exiting(
+            container,
+            "container killed while its image was being pulled"
+            if waited
+            else "container killed before it started",
+        )
 
     def _forget(self, key: str) -> None:
         allocation_id, _, rank = key.rpartition("/")
@@ -438,21 +546,22 @@ class Daemon:
     def shutdown(self, *, kill: bool, grace: float, poll_interval: float = 0.1) -> None:
         """Stop the agent's side: with ``kill``, SIGTERM every running container, SIGKILL what
         is left after ``grace`` seconds and wait (briefly) for the exits; else leave them."""
+        starting = [c for c in self.containers.values() if c.phase == "STARTING"]
+        for container in starting:
+            container.cancelled.set()  # the starter starts nothing more
+        self._starter.shutdown(wait=False, cancel_futures=True)
         if not kill:
             running = sum(c.phase == "RUNNING" for c in self.containers.values())
             if running:
                 log.info("leaving %d container(s) running", running)
-            pulling = sum(c.phase == "STARTING" for c in self.containers.values())
-            if pulling:
-                log.info("dropping %d container(s) still waiting for their image", pulling)
+            if starting:
+                log.info("dropping %d container(s) not started yet", len(starting))
             return
         deadline = self.clock() + grace
         for container in self.containers.values():
-            if container.phase == "STARTING":
-                self._kill_unstarted(container)
-            elif container.phase == "RUNNING" and container.handle is not None:
-                container.kill_at = deadline
-                self.runner.terminate(container.handle)
+            self._stop(container, grace)
+            if container.kill_at is not None:  # an earlier kill's longer grace ends now too
+                container.kill_at = min(container.kill_at, deadline)
         give_up = deadline + self.settings.exit_log_wait_seconds + 1.0
         while self.clock() < give_up:
             self.refresh()

@@ -4,8 +4,12 @@ One asyncio loop (:meth:`AgentLoop.run`) does, every ``TICK_S`` or as soon as a 
 process exits: refresh the containers; start a sync when none is in flight and it is due;
 cancel an in-flight long-poll when a container changed state, so the change is reported at
 once (the protocol is stateless: a cancelled answer is simply asked for again). Every sync may
-be held by the master (it records the view first). Starting containers (which downloads model
-definitions) runs in a worker thread so the loop stays responsive to stop requests.
+be held by the master (it records the view first). Containers are started by the daemon's
+starter thread (which also downloads model definitions), so the loop keeps reporting exits
+while a wave of starts is under way; started containers are reported once the wave is done
+(:meth:`~stalwart.agent.daemon.Daemon.take_launched`). Applying an answer (kills, forgetting,
+which removes workspaces) runs in a worker thread so the loop stays responsive to stop
+requests.
 
 Failures:
 
@@ -218,7 +222,7 @@ class AgentLoop:
             self._dirty = self._exits = True
             if self._outage is None:
                 self._due = 0.0
-        if daemon.take_launched():  # started after their image pull: report them RUNNING now
+        if daemon.take_launched():  # the starter is done with a wave: report it RUNNING now
             self._dirty = True
             if self._outage is None:
                 self._due = 0.0

@@ -216,7 +216,10 @@ class Runner(ABC):
       sink (or a few seconds of draining passed). After an exit it keeps returning the code.
     - :meth:`terminate` asks the container to stop (SIGTERM); :meth:`kill` forces it (SIGKILL).
       Both return at once, are idempotent, and do nothing once the container has exited.
-    - Runners are used from one thread (the daemon's); they need not be thread-safe.
+    - Runners are used from two threads, never more: the daemon's starter calls
+      :meth:`needs_image`, :meth:`official_harness` and :meth:`start`; its loop thread calls
+      :meth:`poll`, :meth:`terminate` and :meth:`kill` (on handles :meth:`start` returned).
+      State shared by both groups must be safe for that; within a group, no locking is needed.
     - ``on_exit``, when set, is called from a runner thread soon after a container's main
       process exits: a hint to :meth:`poll` now rather than at the next tick (it must be
       thread-safe and must not block).

@@ -414,6 +414,6 @@ class WarmStarts:
 
     def close(self) -> None:
         """Stop every fork server (the tasks they started run on)."""
-        for server in self._servers.values():
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
             server.close()
-        self._servers.clear()
