@@ -238,11 +238,13 @@ def test_a_restarted_agent_reports_what_its_earlier_life_started_as_lost(
         first = make_daemon(agent_settings(master.url, home), http)
         try:
             first.apply(SyncResponse(start=[spec]))
+            until_started(first, spec)  # the starter is done: its pid file is written
             wait_for("the container to start", lambda: "up" in output(first, spec))
             unstarted.mkdir(parents=True)  # as a start waiting for its image leaves it
             assert kill_leftovers(home) == [f"{trial.allocation_id}/rank-0"]  # the agent died
             assert until_exited(first, spec).exit_code == -9  # (reaped)
         finally:
+            first.shutdown(kill=True, grace=0.0)  # nothing left, unless an assertion failed
             first.shipper.close(timeout=2.0)
         second = make_daemon(agent_settings(master.url, home), http)
         try:
