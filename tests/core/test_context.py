@@ -17,8 +17,10 @@ from stalwart.core import LocalTrainContext, TaskEnv
 from stalwart.core._context import build_context
 from stalwart.core._storage import DirectoryStorage, storage_from_config, storage_from_master
 from stalwart.core.env import current
-from stalwart.master.db.tables import Trial
+from stalwart.errors import UnauthenticatedError
+from stalwart.master.db.tables import Checkpoint, StorageBackend, Trial
 from tests.core.conftest import FAST_RETRY, MasterServer, new_trial_environ, read_metrics
+from tests.master.conftest import make_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -240,3 +242,37 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
+
+
+def test_init_does_not_wait_for_the_master_to_register_the_run(tmp_path: Path) -> None:
+    """``core.init()`` returns while ``runs/start`` is still trying (the master is down); the
+    registration completes once the master is back, and a checkpoint report carries its
+    ``storageId``."""
+    server = MasterServer(make_settings(tmp_path / "home")).start()
+    try:
+        env = TaskEnv.from_environ(new_trial_environ(server))
+        assert env is not None
+        server.stop()
+        try:
+            ctx = build_context(env, retry=FAST_RETRY)  # returns with nothing answered
+        finally:
+            server.start()  # same port, same database
+        with ctx, ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+            (path / "weights").write_text("1")
+        with server.state.sessions() as session:
+            checkpoint = session.get(Checkpoint, uuid)
+            assert checkpoint is not None
+            assert checkpoint.storage_id is not None
+            assert session.get(StorageBackend, checkpoint.storage_id) is not None
+    finally:
+        server.stop()
+
+
+def test_a_refused_run_registration_is_raised_as_the_context_closes(
+    master: MasterServer,
+) -> None:
+    environ = new_trial_environ(master) | {"DET_SESSION_TOKEN": "not-the-allocation-token"}
+    env = TaskEnv.from_environ(environ)
+    ctx = build_context(env, retry=FAST_RETRY)
+    with pytest.raises(UnauthenticatedError), ctx:
+        pass

@@ -231,7 +231,7 @@ def test_a_checkpoint_is_reported_after_the_metrics_before_it(tmp_path: Path) ->
         session,
         task_id="t",
         allocation_id="a",
-        storage_backend_id=None,
+        storage_backend_id=lambda: None,
         before_report=train.flush_metrics,
     )
     for step in (1, 2, 3):

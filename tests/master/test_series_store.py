@@ -230,3 +230,16 @@ def test_the_cluster_loop_builds_trials_left_unbuilt(state: MasterState) -> None
     assert not unbuilt()
     for trial in trials:
         _check(state, trial)
+
+
+def test_a_new_trial_starts_built_so_the_loop_has_nothing_to_build(state: MasterState) -> None:
+    """A trial created now has no reports: its stored data is built (empty) from the start, so
+    the cluster loop's rounds do no building for the trials a search creates."""
+    trials = _trials(state, 3)
+    with state.sessions() as session:
+        stored = session.scalars(select(Trial.summary_metrics).where(Trial.id.in_(trials)))
+        assert list(stored) == [{}, {}, {}]
+        assert series_store.build_pending(session) == 0
+    _report(state, [MetricsInput(trials[0], 1, "validation", 1, {"loss": 0.5})])
+    _check(state, trials[0])
+    _check(state, trials[1])

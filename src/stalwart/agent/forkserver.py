@@ -91,6 +91,8 @@ def main() -> None:
     added = {name: value for name, value in os.environ.items() if name not in given}
     for name in PRELOAD:
         importlib.import_module(name)
+    # Made once here rather than in each task (a TLS context costs a few ms to make).
+    importlib.import_module("stalwart.core._client").plain_http_context()
     with contextlib.suppress(ImportError):  # without it, children keep this server's title
         titles = importlib.import_module("setproctitle")
         # It finds the memory to write titles into through the C environment, which a child

@@ -716,7 +716,7 @@ class CheckpointContext(_Checkpoints):
         *,
         task_id: str,
         allocation_id: str,
-        storage_backend_id: int | None,
+        storage_backend_id: Callable[[], int | None],
         before_report: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(dist, storage)
@@ -739,7 +739,7 @@ class CheckpointContext(_Checkpoints):
                 "taskId": self._task_id,
                 "allocationId": self._allocation_id,
                 "reportTime": dt.datetime.now(dt.UTC).isoformat(),
-                "storageId": self._storage_backend_id,
+                "storageId": self._storage_backend_id(),
             },
         )
         logger.info("Reported checkpoint to master %s", storage_id)
@@ -757,7 +757,7 @@ class CheckpointContext(_Checkpoints):
                     "taskId": self._task_id,
                     "allocationId": self._allocation_id,
                     "reportTime": dt.datetime.now(dt.UTC).isoformat(),
-                    "storageId": self._storage_backend_id,
+                    "storageId": self._storage_backend_id(),
                 },
             )
         except Exception as exc:  # the storage failure is what the caller must see

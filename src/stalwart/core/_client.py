@@ -27,8 +27,10 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -175,19 +177,33 @@ class Session:
         if token:
             headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {token}"
         _httplog.install()  # the harness's requests stay out of the trial's log
-        self._client = httpx.Client(
-            base_url=self.master_url,
-            headers=headers,
-            timeout=timeout_s,
-            transport=transport,
-            follow_redirects=False,
-            # A plain-HTTP master needs no certificates: loading the CA bundle costs every
-            # session 30 ms of CPU (a trial opens two). HTTPS verifies as before.
-            verify=self.master_url.startswith("https://"),
-        )
+        self._headers = headers
+        self._client: httpx.Client | None = None  # made by the first request (_http)
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    def _http(self, closed: str) -> httpx.Client:
+        """The session's client, made at its first request: a session that sends nothing
+        (a trial's preemption watcher until ``should_preempt()``) costs no client. Raises
+        :class:`SessionClosedError` once the session is closed."""
+        with self._lock:
+            if self._closed.is_set():
+                raise SessionClosedError(closed)
+            if self._client is None:
+                https = self.master_url.startswith("https://")
+                self._client = httpx.Client(
+                    base_url=self.master_url,
+                    headers=self._headers,
+                    timeout=self.timeout_s,
+                    transport=self._transport,
+                    follow_redirects=False,
+                    # A plain-HTTP master needs no certificates: loading the CA bundle costs
+                    # every session 30 ms of CPU, and even an empty TLS context a few ms.
+                    # HTTPS verifies as before.
+                    verify=True if https else plain_http_context(),
+                )
+            return self._client
 
     def clone(self) -> Session:
         """A new session with the same master, token and policy (its own connections), e.g.
@@ -251,9 +267,10 @@ class Session:
                 raise SessionClosedError(closed)
             if attempt:  # the master may have done an earlier attempt whose answer was lost
                 headers[RETRY_HEADER] = str(attempt)
+            client = self._http(closed)
             try:
                 with _httplog.harness_requests():
-                    return self._client.request(
+                    return client.request(
                         method,
                         path,
                         content=content,
@@ -310,11 +327,24 @@ class Session:
         with self._lock:
             sockets = list(self._sockets)
             self._sockets.clear()
+            client, self._client = self._client, None
         for sock in sockets:
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(socket.SHUT_RDWR)
-        with _httplog.harness_requests():
-            self._client.close()
+        if client is not None:
+            with _httplog.harness_requests():
+                client.close()
+
+
+@functools.cache
+def plain_http_context() -> ssl.SSLContext:
+    """The TLS context of clients to a plain-HTTP master: one per process, never used for a
+    handshake (httpx builds one for every client otherwise). The agent's warm Python makes it
+    before it forks tasks, so they share it."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no certificates loaded
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _json_of(resp: httpx.Response) -> Any:

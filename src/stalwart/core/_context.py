@@ -10,8 +10,11 @@ Contract:
   go to the trial's directory in the experiment config's ``checkpoint_storage`` (the one the
   master's TensorBoard tasks read), uploaded automatically (``AUTO``) or by
   ``train.upload_tensorboard_files()`` (``MANUAL``); see :mod:`stalwart.core._train`.
-- A trial task calls ``POST /api/v1/runs/start`` once, at ``init()``, to register its checkpoint
-  storage (the answer's ``storageId`` goes into every checkpoint report).
+- A trial task calls ``POST /api/v1/runs/start`` once, as ``init()`` returns, to register its
+  checkpoint storage (the answer's ``storageId`` goes into every checkpoint report). The call
+  runs in a thread of its own (:class:`RunStart`), so a trial's start does not wait for the
+  master: a checkpoint report waits for its answer, and leaving the context waits for it too
+  and raises what it raised (unless the block is already raising).
 - A multi-slot or multi-container task needs an explicit ``distributed`` (:class:`ValueError`).
 - ``with init() as ctx:`` starts the preemption watcher (and the profiler when the experiment
   config has ``profiling.enabled``); leaving the block (or :meth:`Context.close`) stops them,
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -84,6 +88,7 @@ class Context:
         info: ClusterInfo | None = None,
         session: Session | None = None,
         profiler: ProfilerContext | DummyProfilerContext | None = None,
+        run_start: RunStart | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.distributed = distributed
@@ -93,6 +98,7 @@ class Context:
         self.info = info
         self.profiler = profiler or DummyProfilerContext()
         self._session = session
+        self._run_start = run_start
         self._closed = False
 
     def start(self) -> None:
@@ -118,6 +124,8 @@ class Context:
         try:
             self.preempt.close()
             self.profiler.close()
+            if self._run_start is not None:  # before the session closes under it
+                self._run_start.wait(raise_errors=exc_val is None)
             self.train.close(raise_errors=exc_val is None)
         finally:
             self.distributed.close()
@@ -200,11 +208,9 @@ def _trial(
     else:
         storage = storage_from_argument(storage_arg)
     tensorboard_files = _tensorboard_files(env, trial, storage, storage_arg, configured)
-    started = session.post(
-        "/api/v1/runs/start",
-        {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)},
+    run_start = RunStart(
+        session, {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)}
     )
-    backend_id = started.get("storageId")
     train = TrainContext(
         session,
         trial_id=trial.trial_id,
@@ -236,7 +242,7 @@ def _trial(
             session,
             task_id=env.task_id,
             allocation_id=env.allocation_id,
-            storage_backend_id=int(backend_id) if backend_id is not None else None,
+            storage_backend_id=run_start.storage_id,
             before_report=train.flush_metrics,
         ),
         distributed=dist,
@@ -246,7 +252,39 @@ def _trial(
         info=ClusterInfo(env),
         session=session,
         profiler=profiler,
+        run_start=run_start,
     )
+
+
+class RunStart:
+    """``POST /api/v1/runs/start`` in a thread of its own, started at once (see the module
+    contract): :meth:`storage_id` and :meth:`wait` block until the answer."""
+
+    def __init__(self, session: Session, body: dict[str, Any]) -> None:
+        self._storage_id: int | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._post, args=(session, body), name="stalwart-run-start", daemon=True
+        )
+        self._thread.start()
+
+    def _post(self, session: Session, body: dict[str, Any]) -> None:
+        try:
+            backend = session.post("/api/v1/runs/start", body).get("storageId")
+            self._storage_id = int(backend) if backend is not None else None
+        except BaseException as exc:  # handed to whoever waits
+            self._error = exc
+
+    def wait(self, *, raise_errors: bool = True) -> None:
+        """Wait for the answer; raise the request's error (when ``raise_errors``)."""
+        self._thread.join()
+        if self._error is not None and raise_errors:
+            raise self._error
+
+    def storage_id(self) -> int | None:
+        """The run's ``storageId`` (waits for the answer; raises the request's error)."""
+        self.wait()
+        return self._storage_id
 
 
 def build_context(

@@ -162,6 +162,7 @@ class ClusterHints:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._experiments: set[int] = set()
+        self._poked = False
         self.event = threading.Event()
         self.counters = SharedCounters()
         """``rounds_begun`` and ``rounds_done``: shared by the workers of a multi-worker
@@ -211,7 +212,15 @@ class ClusterHints:
 
     def poke_here(self) -> None:
         """:meth:`poke`, in this process only."""
+        with self._lock:
+            self._poked = True
         self.event.set()
+
+    def take_poked(self) -> bool:
+        """Whether :meth:`poke` was called since the last call (and forget it)."""
+        with self._lock:
+            poked, self._poked = self._poked, False
+        return poked
 
     def take_experiments(self) -> set[int]:
         """The hinted experiments since the last call (and forget them)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from stalwart.agent.protocol import (
     ContainerStatus,
@@ -28,8 +29,19 @@ from stalwart.master.clock import ManualClock
 from stalwart.master.cluster.agent_sync import apply_sync
 from stalwart.master.cluster.lifecycle import TrialExit
 from stalwart.master.cluster.loop import ClusterLoop
-from stalwart.master.db.tables import Agent, Allocation, Experiment, Slot, TaskLog, Trial, User
+from stalwart.master.db.tables import (
+    Agent,
+    Allocation,
+    Container,
+    Experiment,
+    Slot,
+    TaskLog,
+    Trial,
+    User,
+)
+from stalwart.master.rm.agent.placement import Claimer
 from stalwart.master.services import experiments as exp_svc
+from stalwart.master.services.agents import set_slot_enabled
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
 from stalwart.master.services.experiment_create import create_experiment
@@ -293,7 +305,9 @@ class _DiesBeforeItsSearchers(ClusterLoop):
     round drove the searchers (the crash is where the process stops, not a patch of what it
     does)."""
 
-    def _drive(self, hinted: set[int], exits: list[TrialExit], *, sweep: bool) -> None:
+    def _drive(
+        self, session: Session, hinted: set[int], exits: list[TrialExit], *, sweep: bool
+    ) -> None:
         raise _Killed
 
 
@@ -660,3 +674,125 @@ def test_a_repeated_report_only_heartbeats_and_a_changed_one_registers(state: Ma
     assert (again > first, slots) == (True, 2)
     sync(3)  # the agent came back with another slot: registered again
     assert seen()[1] == 3
+
+
+RANDOM_4 = """\
+name: four
+entrypoint: python3 train.py
+max_restarts: 0
+hyperparameters:
+  lr: {type: double, minval: 0.0, maxval: 1.0}
+searcher:
+  name: random
+  metric: loss
+  max_trials: 8
+  max_concurrent_trials: 4
+"""
+
+
+def test_the_slots_a_round_frees_are_all_refilled_by_it_on_distinct_ports(
+    state: MasterState,
+) -> None:
+    """Four trials end at once: one round ends them, has the searcher create their four
+    successors and places each on a freed slot (one transaction for the four claims), every
+    one with ports of its own."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state, slots=4)
+    node.sync()
+    exp_id = _create(state, RANDOM_4)
+    loop.run_round()
+    first = node.sync().start
+    assert len(first) == 4
+    node.sync()
+    for spec in first:
+        node.exit(spec.allocation_id, 0)
+    node.sync()
+    loop.run_round()
+    second = node.sync().start
+    assert len(second) == 4
+    assert {s.allocation_id for s in second}.isdisjoint({s.allocation_id for s in first})
+    assert sorted(s.env["DET_SLOT_IDS"] for s in second) == ["[0]", "[1]", "[2]", "[3]"]
+    assert len({s.env["DET_SERVICE_PORT"] for s in second}) == 4
+    assert len({s.env["C10D_PORT"] for s in second}) == 4
+    states = [t.state for t in _trials(state, exp_id)]
+    assert sorted(states) == ["ACTIVE"] * 4 + ["COMPLETED"] * 4
+
+
+def test_a_claim_the_database_refuses_is_undone_and_the_others_kept(state: MasterState) -> None:
+    """A decision is claimed in one transaction; a slot taken since the snapshot (a stale
+    decision) skips that claim only, leaving nothing of it behind."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state, slots=2)
+    node.sync()
+    _create(state)
+    loop.run_round()
+    (running,) = node.sync().start
+    taken = json.loads(running.env["DET_SLOT_IDS"])[0]
+    free = str(1 - taken)
+    with state.sessions() as session:  # the free slot is disabled: the next two wait
+        set_slot_enabled(session, "n1", free, enabled=False, drain=False)
+        session.commit()
+    waiting = [_create(state), _create(state)]
+    loop.run_round()
+    with state.sessions() as session:
+        set_slot_enabled(session, "n1", free, enabled=True, drain=False)
+        session.commit()
+        pending = [
+            a.id
+            for a in session.scalars(
+                select(Allocation)
+                .join(Trial, Trial.task_id == Allocation.task_id)
+                .where(Trial.experiment_id.in_(waiting))
+                .order_by(Trial.experiment_id)
+            )
+        ]
+    assert len(pending) == 2
+    with state.step() as session:  # a stale decision: the first onto the running trial's slot
+        claimer = Claimer(session, cluster_id=state.cluster_id)
+        claimed = claimer.claim_all(
+            {pending[0]: (("n1", (str(taken),)),), pending[1]: (("n1", (free,)),)}
+        )
+        session.commit()
+    assert [c.allocation_id for c in claimed] == [pending[1]]
+    with state.sessions() as session:
+        refused = session.get(Allocation, pending[0])
+        assert refused is not None
+        assert (refused.state, refused.ports, refused.token_sha256 is not None) == (
+            "PENDING",
+            None,
+            True,
+        )
+        assert not session.scalars(
+            select(Container).where(Container.allocation_id == pending[0])
+        ).all()
+        holders = {s.slot_id: s.allocation_id for s in session.scalars(select(Slot))}
+    assert holders == {str(taken): running.allocation_id, free: pending[1]}
+
+
+def test_a_round_woken_by_a_hint_alone_leaves_timeouts_to_the_next_full_round(
+    tmp_path: Path,
+) -> None:
+    """A round the loop runs for experiment hints alone (a validation report) within a tick
+    of the last full round still places what it requested, but leaves the preemption timeout
+    to the next full round."""
+    state = _state_with(tmp_path, cluster={"preemption_timeout": 1})
+    clock = ManualClock()
+    state.clock = clock
+    try:
+        loop = ClusterLoop(state)
+        node = FakeNode(state)
+        node.sync()
+        exp_id = _create(state)
+        loop.run_round(full=False)  # requested in this round: placed in it
+        (spec,) = node.sync().start
+        node.sync()
+        with state.sessions() as session:
+            exp_svc.cancel_experiment(session, exp_id)
+        loop.run_round()  # first seen asking
+        clock.advance(2)  # past the timeout, within a sweep's 5 s
+        loop.run_round(full=False)
+        assert node.sync().kill == []
+        loop.run_round()
+        assert node.sync().kill == [spec.allocation_id]
+    finally:
+        state.engine.dispose()

@@ -25,10 +25,11 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
    is left, then again after each sweep.
 
 **The state lock** (``MasterState.lifecycle``) is held for steps 2-4 together (one database
-phase, counted in ``ClusterHints.rounds_begun``), for step 6-7's database work, and by the
-manager around each of its own database steps; never around an engine call. Steps 1 and 5 run
-without it, so a slow ``sbatch`` or Kubernetes API delays only its own work while pauses,
-kills and agent syncs are answered.
+phase in one session, counted in ``ClusterHints.rounds_begun``; nothing that changes a lifecycle
+state writes without the lock, so rows the phase loaded stay true through it), for step 6-7's
+database work, and by the manager around each of its own database steps; never around an engine
+call. Steps 1 and 5 run without it, so a slow ``sbatch`` or Kubernetes API delays only its own
+work while pauses, kills and agent syncs are answered.
 
 Every step reads the database afresh and commits in short transactions; a crash at any point
 loses nothing (the next round, or the next master, carries on). Signals are delivered after
@@ -40,14 +41,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 from sqlalchemy import exists, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 
 from stalwart.master.cluster.checkpoint_gc import collect_experiment
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.cluster.search import DRIVEN_STATES, drive
-from stalwart.master.db.tables import Allocation, Container, Experiment, Trial
+from stalwart.master.db.tables import Allocation, Container, Experiment, Task, Trial
 from stalwart.master.rm.base import Reattaches, ResourceManager
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.experiments import Signals, settle_experiment
@@ -70,6 +72,15 @@ log = logging.getLogger("stalwart.cluster")
 _SWEEP_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class _Ended:
+    """What step 2 did: the trials' exits for their searchers, and how many allocations it
+    ended or began to kill."""
+
+    exits: list[TrialExit]
+    handled: int
+
+
 class ClusterLoop:
     """The loop's thread (see the module docstring). ``start`` and ``stop`` are idempotent."""
 
@@ -82,6 +93,7 @@ class ClusterLoop:
         self._reattached = False
         self._preempt_seen: dict[str, float] = {}
         self._series_pending = True
+        self._last_full: float | None = None
         self.rounds = 0
 
     @property
@@ -107,39 +119,53 @@ class ClusterLoop:
     def _run(self) -> None:
         hints = self.state.hints
         while not self._stop.is_set():
-            hints.event.wait(self.settings.tick)
+            woken = hints.event.wait(self.settings.tick)
             hints.event.clear()
             if self._stop.is_set():
                 return
+            since = self.state.clock.monotonic() - (self._last_full or 0.0)
+            full = not woken or hints.take_poked() or since >= self.settings.tick
             try:
-                self.run_round()
+                self.run_round(full=full or self._last_full is None)
             except Exception:
                 log.exception("cluster round failed; retrying next round")
                 self._stop.wait(0.2)
 
     # -- one round ---------------------------------------------------------------------------
 
-    def run_round(self) -> None:
-        """Run steps 1-8 once (also callable directly, e.g. from tests)."""
+    def run_round(self, *, full: bool = True) -> None:
+        """Run steps 1-8 once (also callable directly, e.g. from tests).
+
+        ``full=False`` (the loop's rounds woken by experiment hints alone, such as a validation
+        report, within ``cluster.tick`` of the last full round) skips placement when the
+        round ended and requested nothing, and the preemption and idle timeouts: nothing they
+        look at has changed, and the next full round is at most a tick away."""
         self.rounds += 1
         hints = self.state.hints
+        if full:
+            self._last_full = self.state.clock.monotonic()
         try:
             if not self._reattached and isinstance(self.rm, Reattaches):
                 self.rm.reattach()
             self._reattached = True
             exits = self.rm.sync()  # no lock: the manager takes it for its own steps
-            with self.state.lifecycle:
+            with self.state.lifecycle, self._session() as session:
                 hints.rounds_begun += 1
-                exits += self._end_allocations()
+                held: list[object] = []  # rows the phase loaded, kept in the session's map
+                ended = self._end_allocations(session, held)
+                exits += ended.exits
                 experiments = hints.take_experiments() | {e.experiment_id for e in exits}
                 now = self.state.clock.monotonic()
                 sweep = self._last_sweep is None or now - self._last_sweep >= _SWEEP_SECONDS
                 if sweep:
                     self._last_sweep = now
                     self._series_pending = True
-                self._drive(experiments, exits, sweep=sweep)
-                self._request_allocations()
-            self.rm.schedule()  # no lock: as sync
+                    full = True
+                self._drive(session, experiments, exits, sweep=sweep)
+                requested = self._request_allocations(session)
+                del held
+            if full or ended.handled or requested:
+                self.rm.schedule()  # no lock: as sync
         finally:
             with self.state.lifecycle:
                 # Counted once placements are committed: a sync recorded while rounds_begun
@@ -147,10 +173,11 @@ class ClusterLoop:
                 hints.rounds_done = max(hints.rounds_done, hints.rounds_begun)
             self.state.notifier.notify(ROUND_KEY)
         with self.state.lifecycle:
-            self._preemption_timeouts()
-            self._idle_timeouts()
-            ended = self._settle()
-        for experiment_id in ended:  # file deletions: outside the lock
+            if full:
+                self._preemption_timeouts()
+                self._idle_timeouts()
+            settled = self._settle()
+        for experiment_id in settled:  # file deletions: outside the lock
             collect_experiment(self.state.sessions, experiment_id)
         self._build_series()
 
@@ -176,95 +203,105 @@ class ClusterLoop:
             self.state.wake(session, signals.allocation_ids())
 
     # 2. ended allocations
-    def _end_allocations(self) -> list[TrialExit]:
+    def _end_allocations(self, session: Session, held: list[object]) -> _Ended:
+        """End each live allocation whose containers all exited (one commit each), or kill
+        one with a failed container while others run. The rows it loads go into ``held``."""
         exits: list[TrialExit] = []
-        with self._session() as session:
-            candidates = list(
-                session.scalars(
-                    select(Allocation.id)
-                    .join(Container, Container.allocation_id == Allocation.id)
-                    .where(
-                        Container.state == "EXITED", Allocation.state.in_(LIVE_ALLOCATION_STATES)
-                    )
-                    .distinct()
-                )
+        ended = (
+            select(Allocation.id)
+            .join(Container, Container.allocation_id == Allocation.id)
+            .where(Container.state == "EXITED", Allocation.state.in_(LIVE_ALLOCATION_STATES))
+        )
+        allocations = list(
+            session.scalars(
+                select(Allocation).where(Allocation.id.in_(ended)).order_by(Allocation.id)
             )
-        for allocation_id in candidates:
-            with self._session() as session:
-                allocation = session.get(Allocation, allocation_id)
-                if allocation is None or allocation.state == "TERMINATED":
-                    continue
-                rows = list(
-                    session.scalars(
-                        select(Container)
-                        .where(Container.allocation_id == allocation_id)
-                        .order_by(Container.rank)
-                    )
-                )
-                failed = [r for r in rows if r.state == "EXITED" and r.exit_code != 0]
-                if all(r.state == "EXITED" for r in rows):
-                    first = failed[0] if failed else None
-                    code = first.exit_code if first is not None else 0
-                    reason = first.exit_reason if first is not None else None
-                    exit_ = end_allocation(session, allocation, code, reason)
-                    self._commit(session)
-                    if exit_ is not None:
-                        exits.append(exit_)
-                elif failed and allocation.state != "TERMINATING":
-                    set_allocation_state(session, allocation, "TERMINATING")
-                    self._commit(session, Signals(kill={allocation_id}))
-        return exits
+        )
+        if not allocations:
+            return _Ended(exits, 0)
+        task_ids = sorted({a.task_id for a in allocations})
+        containers: dict[str, list[Container]] = {}
+        for row in session.scalars(
+            select(Container)
+            .where(Container.allocation_id.in_([a.id for a in allocations]))
+            .order_by(Container.allocation_id, Container.rank)
+        ):
+            containers.setdefault(row.allocation_id, []).append(row)
+        # Loaded in three queries and held through the phase (the session's identity map only
+        # keeps objects something refers to): end_allocation's lookups by key find them there.
+        held += session.scalars(select(Task).where(Task.task_id.in_(task_ids)))
+        held += session.scalars(select(Trial).where(Trial.task_id.in_(task_ids)))
+        held += session.scalars(
+            select(Experiment)
+            .where(Experiment.id.in_(select(Task.experiment_id).where(Task.task_id.in_(task_ids))))
+            .options(undefer(Experiment.searcher_state))
+        )
+        for allocation in allocations:
+            rows = containers.get(allocation.id, [])
+            failed = [r for r in rows if r.state == "EXITED" and r.exit_code != 0]
+            if all(r.state == "EXITED" for r in rows):
+                first = failed[0] if failed else None
+                code = first.exit_code if first is not None else 0
+                reason = first.exit_reason if first is not None else None
+                exit_ = end_allocation(session, allocation, code, reason)
+                self._commit(session)
+                if exit_ is not None:
+                    exits.append(exit_)
+            elif failed and allocation.state != "TERMINATING":
+                set_allocation_state(session, allocation, "TERMINATING")
+                self._commit(session, Signals(kill={allocation.id}))
+        return _Ended(exits, len(allocations))
 
     # 3. searchers
-    def _drive(self, hinted: set[int], exits: list[TrialExit], *, sweep: bool) -> None:
+    def _drive(
+        self, session: Session, hinted: set[int], exits: list[TrialExit], *, sweep: bool
+    ) -> None:
         """Drive the searchers of the hinted experiments and of those with new exits (every
-        driven one on a sweep). The exits themselves are on their trials
+        driven one on a sweep), one commit each. The exits themselves are on their trials
         (``trials.searcher_exit``): a master killed before this feeds them at its next
         drive (the start's first round is a sweep)."""
         ids = set(hinted) | {exit_.experiment_id for exit_ in exits}
         if sweep:
-            with self._session() as session:
-                ids |= set(
-                    session.scalars(
-                        select(Experiment.id).where(Experiment.state.in_(DRIVEN_STATES))
-                    )
-                )
+            ids |= set(
+                session.scalars(select(Experiment.id).where(Experiment.state.in_(DRIVEN_STATES)))
+            )
         for experiment_id in sorted(ids):
-            with self._session() as session:
-                experiment = session.get(Experiment, experiment_id)
-                if experiment is None:
-                    continue
-                signals = drive(session, experiment)
-                self._commit(session, signals)
+            experiment = session.get(Experiment, experiment_id)
+            if experiment is None:
+                continue
+            signals = drive(session, experiment)
+            self._commit(session, signals)
 
     # 4. requests
-    def _request_allocations(self) -> None:
-        with self._session() as session:
-            live = exists().where(
-                Allocation.task_id == Trial.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+    def _request_allocations(self, session: Session) -> int:
+        """A PENDING allocation for each ACTIVE trial that needs one; how many."""
+        live = exists().where(
+            Allocation.task_id == Trial.task_id, Allocation.state.in_(LIVE_ALLOCATION_STATES)
+        )
+        rows = session.execute(
+            select(Trial, Task, Experiment.config, Experiment.resource_pool)
+            .join(Experiment, Experiment.id == Trial.experiment_id)
+            .join(Task, Task.task_id == Trial.task_id)
+            .where(
+                Trial.state == "ACTIVE",
+                Trial.searcher_stopped.is_(False),
+                Experiment.state == "ACTIVE",
+                Experiment.unmanaged.is_(False),  # their scripts run them
+                ~live,
             )
-            rows = session.execute(
-                select(Trial, Experiment.config, Experiment.resource_pool)
-                .join(Experiment, Experiment.id == Trial.experiment_id)
-                .where(
-                    Trial.state == "ACTIVE",
-                    Trial.searcher_stopped.is_(False),
-                    Experiment.state == "ACTIVE",
-                    Experiment.unmanaged.is_(False),  # their scripts run them
-                    ~live,
-                )
-                .order_by(Trial.id)
-            ).all()
-            for trial, config, pool in rows:
-                resources = typed_config_of(trial.experiment_id, config).resources
-                start_allocation(
-                    session,
-                    trial.task_id,
-                    slots=resources.slots_per_trial,
-                    resource_pool=pool or "default",
-                )
-            if rows:
-                session.commit()
+            .order_by(Trial.id)
+        ).all()
+        for trial, _task, config, pool in rows:  # the task row: for start_allocation
+            resources = typed_config_of(trial.experiment_id, config).resources
+            start_allocation(
+                session,
+                trial.task_id,
+                slots=resources.slots_per_trial,
+                resource_pool=pool or "default",
+            )
+        if rows:
+            session.commit()
+        return len(rows)
 
     # 6. preemption timeouts
     def _preemption_timeouts(self) -> None:

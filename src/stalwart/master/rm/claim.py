@@ -9,7 +9,9 @@ runs it (``allocations.agent_id``: the first container's), one ASSIGNED
 :func:`~stalwart.master.services.task_spec.allocation_task_specs`), and the allocation ASSIGNED
 through :func:`~stalwart.master.transitions.set_allocation_state`. It commits and returns the
 token; when the allocation's task cannot be described (not a trial, or gone) it rolls back and
-returns None.
+returns None. With ``commit=False`` (several claims in one transaction: agent placement) the
+caller commits, and an allocation whose task cannot be described is left as it was: the specs
+are built before anything of the claim is written.
 
 What differs per engine is decided before: which slots (agents: a compare-and-set on
 ``slots``, :mod:`stalwart.master.rm.agent.placement`), how many containers (batch systems:
@@ -44,18 +46,16 @@ def claim_allocation(
     device_type: DeviceType,
     cluster_id: str,
     startup_hook_of: StartupHookOf | None = None,
+    commit: bool = True,
 ) -> str | None:
     """Claim ``allocation`` (PENDING or WAITING, checked by the caller) for ``plans`` (rank
-    order, at least one); commits; the token, or None after a rollback (see the module
-    docstring). ``startup_hook_of`` gives the configured startup hook of the allocation's
+    order, at least one); the token, or None (see the module docstring). Commits, unless
+    ``commit=False``. ``startup_hook_of`` gives the configured startup hook of the allocation's
     resource pool (``MasterSettings.startup_hook``; None: no hook)."""
     if not plans:
         raise ValueError("an allocation runs at least one container")
     ports = ports_for(port_offset)
     token = secrets.token_urlsafe(32)
-    allocation.ports = {"offset": port_offset, **ports}
-    allocation.token_sha256 = token_sha256(token)
-    allocation.agent_id = plans[0].agent_id
     specs = allocation_task_specs(
         session,
         allocation,
@@ -67,8 +67,12 @@ def claim_allocation(
         startup_hook=startup_hook_of(allocation.resource_pool) if startup_hook_of else None,
     )
     if specs is None:
-        session.rollback()
+        if commit:
+            session.rollback()
         return None
+    allocation.ports = {"offset": port_offset, **ports}
+    allocation.token_sha256 = token_sha256(token)
+    allocation.agent_id = plans[0].agent_id
     for plan, spec in zip(plans, specs, strict=True):
         session.add(
             Container(
@@ -81,5 +85,6 @@ def claim_allocation(
             )
         )
     set_allocation_state(session, allocation, "ASSIGNED")
-    session.commit()
+    if commit:
+        session.commit()
     return token

@@ -20,11 +20,12 @@ transaction that stores the reports (:func:`add_reports`, called by
 
 Invariants: the stored data covers exactly the trial's live (non-archived) reports. A rollback
 (a restarted run archives later reports) rebuilds the trial's data from its live reports
-(:func:`rebuild`), in the same transaction. ``summary_metrics`` NULL means "not built": new
-trials, trials from before migration 0021 and trials whose reports the importer wrote. Their next
-report (:func:`add_reports`) builds them, and so does the cluster loop, a few trials a round
-(:func:`build_pending`, serialized with the ingest: SQLite's ingest lock, PostgreSQL's trial row
-locks); until then reads compute what they need from the reports, as before 0021.
+(:func:`rebuild`), in the same transaction. ``summary_metrics`` NULL means "not built": trials
+from before migration 0021 and trials whose reports the importer wrote (a new trial starts built
+and empty, ``{}``: it has no reports). Their next report (:func:`add_reports`) builds them, and
+so does the cluster loop, a few trials a round (:func:`build_pending`, serialized with the
+ingest: SQLite's ingest lock, PostgreSQL's trial row locks); until then reads compute what they
+need from the reports, as before 0021.
 """
 
 from __future__ import annotations

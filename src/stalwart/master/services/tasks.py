@@ -80,14 +80,13 @@ def create_trial(
     leaves the trial starting from scratch)."""
     request = request_id or str(uuid.uuid4())
     task_id = f"{experiment.id}.{request}"
-    session.add(
-        Task(
-            task_id=task_id,
-            task_type="TRIAL",
-            owner_id=experiment.owner_id,
-            experiment_id=experiment.id,
-        )
+    task = Task(
+        task_id=task_id,
+        task_type="TRIAL",
+        owner_id=experiment.owner_id,
+        experiment_id=experiment.id,
     )
+    session.add(task)
     trial = Trial(
         experiment_id=experiment.id,
         request_id=request,
@@ -96,13 +95,14 @@ def create_trial(
         hparams=hparams,
         seed=seed,
         warm_start_checkpoint=_warm_start_or_none(session, experiment),
+        # No reports yet: its stored summary and series are built (empty), so the cluster
+        # loop's series_store.build_pending has nothing to do for it.
+        summary_metrics={},
     )
     session.add(trial)
     session.flush()
-    task = session.get(Task, task_id)
-    if task is not None:
-        task.trial_id = trial.id
-        task.name = f"Trial {trial.id} (Experiment {experiment.id})"
+    task.trial_id = trial.id
+    task.name = f"Trial {trial.id} (Experiment {experiment.id})"
     return trial
 
 

@@ -10,12 +10,13 @@ all, so each of its steps is database work under the state lock.
   its start took) is disconnected and its unfinished containers exit with no
   code ("lost"); the loop then ends their allocations (the trials restart elsewhere).
 - :meth:`AgentManager.schedule` reads a snapshot
-  (:func:`~stalwart.master.rm.agent.placement.read_snapshot`), lets the pools' schedulers
-  decide (:func:`~stalwart.master.scheduler.schedule`: priority or fair share, gang, fitting),
-  claims each assignment in its own step (a compare-and-set of the slots, then the shared claim)
-  and wakes the agents concerned; asks the preempted allocations to checkpoint and stop; and
-  tells a trial once, in its logs, why it cannot start (no agent serves its pool, or the pool is
-  too small).
+  (:func:`~stalwart.master.rm.agent.placement.read_snapshot`), lets the pools' schedulers decide
+  (:func:`~stalwart.master.scheduler.schedule`: priority or fair share, gang, fitting), claims
+  the assignments in the same step, one transaction for them all
+  (:class:`~stalwart.master.rm.agent.placement.Claimer`: a compare-and-set of the slots, then
+  the shared claim), and wakes the agents concerned once it has committed; asks the preempted
+  allocations to checkpoint and stop; and tells a trial once, in its logs, why it cannot start
+  (no agent serves its pool, or the pool is too small).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from stalwart.agent.protocol import DeviceType
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.cluster.lifecycle import TrialExit, master_log
 from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Agent, Allocation, Container
-from stalwart.master.rm.agent.placement import claim, read_snapshot, unschedulable_reason
+from stalwart.master.rm.agent.placement import Claimer, read_snapshot, unschedulable_reason
 from stalwart.master.rm.base import Prepull, ResourceManager, ServiceAddresses
 from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.services.allocations import request_preemption
@@ -92,24 +93,23 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
     def schedule(self) -> None:
         """Place what the schedulers decide; preempt; explain waits (see the module
         docstring)."""
+        woken: set[str] = set()
         with self.step() as session:
             snapshot = read_snapshot(session, self.state.settings)
-        if not any(not r.running for r in snapshot.requests):
-            return
-        decision = schedule(snapshot)
-        for allocation_id, placement in sorted(decision.assignments.items()):
-            with self.step() as session:
-                claimed = claim(
-                    session,
-                    allocation_id,
-                    placement,
-                    cluster_id=self.state.cluster_id,
-                    first_port_offset=self.state.settings.cluster.task_port_offset,
-                    startup_hook_of=self.state.settings.startup_hook,
-                )
-            if claimed is not None:
-                for agent_id in claimed.agent_ids:
-                    self.state.notifier.notify(agent_key(agent_id))
+            if not any(not r.running for r in snapshot.requests):
+                return
+            decision = schedule(snapshot)
+            claimer = Claimer(
+                session,
+                cluster_id=self.state.cluster_id,
+                first_port_offset=self.state.settings.cluster.task_port_offset,
+                startup_hook_of=self.state.settings.startup_hook,
+            )
+            for claimed in claimer.claim_all(decision.assignments):
+                woken.update(claimed.agent_ids)
+            session.commit()
+        for agent_id in sorted(woken):
+            self.state.notifier.notify(agent_key(agent_id))
         for allocation_id in decision.preemptions:
             with self.step() as session:
                 request_preemption(session, allocation_id)

@@ -1,14 +1,15 @@
 """One scheduling round against the database: read a snapshot, place what the policy decides.
 
 - :func:`read_snapshot` reads agents, slots and every allocation that waits or holds slots into
-  a :class:`~stalwart.master.scheduler.Snapshot` (call it in a short transaction and close it
-  before deciding).
-- :func:`claim` applies one assignment in its own transaction: a compare-and-set claim of the
+  a :class:`~stalwart.master.scheduler.Snapshot`.
+- :class:`Claimer` applies the assignments of one decision in the snapshot's transaction
+  (under the state lock; the caller commits once): for each, a compare-and-set claim of the
   slots (``UPDATE slots ... WHERE allocation_id IS NULL``, row counts checked), then the claim
   every engine shares (:func:`~stalwart.master.rm.claim.claim_allocation`: ports, token, one
   container per agent with its :class:`~stalwart.agent.protocol.TaskSpec`, ASSIGNED). A
-  stale snapshot makes the claim fail (returns None, nothing written); the next round decides
-  again. The snapshot is never trusted over the database.
+  claim the database refuses (a slot taken or disabled since the snapshot) is undone and
+  skipped (None, nothing of it kept); the next round decides again. The snapshot is never
+  trusted over the database.
 
 Device type of a request: the pool's GPU type when its agents have GPUs, else ``cpu`` (agents
 without GPUs offer CPU slots, as Determined's do).
@@ -61,7 +62,7 @@ from stalwart.master.transitions import LIVE_ALLOCATION_STATES, PLACED_ALLOCATIO
 
 __all__ = [
     "Claimed",
-    "claim",
+    "Claimer",
     "pool_settings",
     "read_snapshot",
     "unschedulable_reason",
@@ -92,8 +93,7 @@ def pool_settings(settings: MasterSettings) -> dict[str, PoolSettings]:
     return out
 
 
-def _pool_device(slots: Sequence[Slot]) -> DeviceType:
-    kinds = {s.device_type for s in slots}
+def _pool_device(kinds: set[str]) -> DeviceType:
     if "cuda" in kinds:
         return "cuda"
     if "rocm" in kinds:
@@ -102,68 +102,95 @@ def _pool_device(slots: Sequence[Slot]) -> DeviceType:
 
 
 def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
-    """The cluster as the scheduler sees it (see the module docstring)."""
-    agents = list(session.scalars(select(Agent).where(Agent.connected.is_(True))))
-    slots_by_agent: dict[str, list[Slot]] = {a.id: [] for a in agents}
-    for slot in session.scalars(select(Slot).order_by(Slot.agent_id, Slot.device_index)):
+    """The cluster as the scheduler sees it (see the module docstring). Reads columns, not
+    ORM objects: it runs every round."""
+    agents = session.execute(
+        select(Agent.id, Agent.resource_pool, Agent.enabled, Agent.draining).where(
+            Agent.connected.is_(True)
+        )
+    ).all()
+    slots_by_agent: dict[str, list[SlotView]] = {a.id: [] for a in agents}
+    kinds_by_agent: dict[str, set[str]] = {a.id: set() for a in agents}
+    for slot in session.execute(
+        select(
+            Slot.agent_id,
+            Slot.slot_id,
+            Slot.device_type,
+            Slot.allocation_id,
+            Slot.enabled,
+            Slot.draining,
+        ).order_by(Slot.agent_id, Slot.device_index)
+    ):
         if slot.agent_id in slots_by_agent:
-            slots_by_agent[slot.agent_id].append(slot)
+            kinds_by_agent[slot.agent_id].add(slot.device_type)
+            slots_by_agent[slot.agent_id].append(
+                SlotView(
+                    id=slot.slot_id,
+                    device_type=_device(slot.device_type),
+                    free=slot.allocation_id is None,
+                    enabled=slot.enabled and not slot.draining,
+                )
+            )
     pool_devices: dict[str, DeviceType] = {}
     views = []
     for agent in agents:
-        slots = slots_by_agent[agent.id]
         views.append(
             AgentView(
                 id=agent.id,
                 pool=agent.resource_pool,
                 enabled=agent.enabled,
                 draining=agent.draining,
-                slots=tuple(
-                    SlotView(
-                        id=s.slot_id,
-                        device_type=_device(s.device_type),
-                        free=s.allocation_id is None,
-                        enabled=s.enabled and not s.draining,
-                    )
-                    for s in slots
-                ),
+                slots=tuple(slots_by_agent[agent.id]),
             )
         )
-        if _pool_device(slots) != "cpu" or agent.resource_pool not in pool_devices:
-            pool_devices[agent.resource_pool] = _pool_device(slots)
+        device = _pool_device(kinds_by_agent[agent.id])
+        if device != "cpu" or agent.resource_pool not in pool_devices:
+            pool_devices[agent.resource_pool] = device
     rows = session.execute(
-        select(Allocation, Task.experiment_id, Task.config, Task.start_time, Task.extra)
+        select(
+            Allocation.id,
+            Allocation.task_id,
+            Allocation.state,
+            Allocation.slots,
+            Allocation.resource_pool,
+            Allocation.preempt_requested,
+            Task.experiment_id,
+            Task.config,
+            Task.start_time,
+            Task.extra,
+        )
         .join(Task, Task.task_id == Allocation.task_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
     # One config per experiment (not per allocation: a config is decoded JSON of some size).
     wanted = select(Experiment.id, Experiment.config).where(
-        Experiment.id.in_({row[1] for row in rows if row[1] is not None})
+        Experiment.id.in_({row.experiment_id for row in rows if row.experiment_id is not None})
     )
     configs = {row.id: typed_config_of(row.id, row.config) for row in session.execute(wanted)}
     placed = _assignments(
-        session, [row[0].id for row in rows if row[0].state in PLACED_ALLOCATION_STATES]
+        session, [row.id for row in rows if row.state in PLACED_ALLOCATION_STATES]
     )
     requests, groups = [], {}
-    for allocation, exp_id, task_config, task_start, task_extra in rows:
-        res, group = _resources(configs, exp_id, task_config, allocation.task_id)
-        running = allocation.state in PLACED_ALLOCATION_STATES
+    for row in rows:
+        exp_id = row.experiment_id
+        res, group = _resources(configs, exp_id, row.config, row.task_id)
+        running = row.state in PLACED_ALLOCATION_STATES
         requests.append(
             Request(
-                allocation_id=allocation.id,
+                allocation_id=row.id,
                 group_id=group,
-                slots_needed=allocation.slots,
-                pool=allocation.resource_pool,
+                slots_needed=row.slots,
+                pool=row.resource_pool,
                 priority=res.priority if res.priority is not None else 42,
                 weight=float(res.weight or 1.0),
-                submitted_order=_submitted_order(exp_id, task_start),
+                submitted_order=_submitted_order(exp_id, row.start_time),
                 is_single_node=res.is_single_node,
-                device_type=pool_devices.get(allocation.resource_pool, "cpu"),
+                device_type=pool_devices.get(row.resource_pool, "cpu"),
                 running=running,
-                assignment=placed.get(allocation.id, ()) if running else (),
-                preempting=bool(allocation.preempt_requested) if running else False,
-                blocked_agents=excluded_agents(task_extra) if exp_id is not None else frozenset(),
+                assignment=placed.get(row.id, ()) if running else (),
+                preempting=bool(row.preempt_requested) if running else False,
+                blocked_agents=excluded_agents(row.extra) if exp_id is not None else frozenset(),
             )
         )
         groups[group] = GroupLimits(group_id=group, max_slots=res.max_slots)
@@ -252,64 +279,121 @@ def _assignments(session: Session, allocation_ids: Sequence[str]) -> dict[str, P
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _used_offsets(session: Session, agent_ids: Sequence[str]) -> set[int]:
-    """Port offsets of the allocations with live containers on any of ``agent_ids``."""
-    rows = session.scalars(
-        select(Allocation.ports)
-        .join(Container, Container.allocation_id == Allocation.id)
-        .where(
-            Container.agent_id.in_(list(agent_ids)),
-            Container.state.in_(LIVE_CONTAINER_STATES),
-        )
-    )
-    return {int(p["offset"]) for p in rows if isinstance(p, Mapping) and "offset" in p}
+class Claimer:
+    """Applies the assignments of one decision in the caller's transaction (the caller
+    commits once, after the last): the snapshot's session, under the state lock, so the slots
+    and agents the snapshot loaded are not read again. Ports come from offsets at or above
+    ``first_port_offset`` (the master's ``cluster.task_port_offset``); the offsets in use on an
+    agent are read once and kept up to date with each claim."""
 
+    def __init__(
+        self,
+        session: Session,
+        *,
+        cluster_id: str,
+        first_port_offset: int = 0,
+        startup_hook_of: StartupHookOf | None = None,
+    ) -> None:
+        self._session = session
+        self._cluster_id = cluster_id
+        self._first_port_offset = first_port_offset
+        self._startup_hook_of = startup_hook_of
+        self._offsets: dict[str, set[int]] = {}
+        self._held: list[object] = []  # preloaded rows, kept in the session's identity map
 
-def claim(
-    session: Session,
-    allocation_id: str,
-    placement: Placement,
-    *,
-    cluster_id: str,
-    first_port_offset: int = 0,
-    startup_hook_of: StartupHookOf | None = None,
-) -> Claimed | None:
-    """Apply one assignment (see the module docstring); commits on success. Ports come from
-    offsets at or above ``first_port_offset`` (the master's ``cluster.task_port_offset``)."""
-    allocation = session.get(Allocation, allocation_id)
-    if allocation is None or allocation.state not in ("PENDING", "WAITING"):
-        return None
-    for agent_id, slot_ids in placement:
-        if not slot_ids:
-            continue
-        claimed = session.execute(
-            update(Slot)
-            .where(
-                Slot.agent_id == agent_id,
-                Slot.slot_id.in_(list(slot_ids)),
-                Slot.allocation_id.is_(None),
-                Slot.enabled.is_(True),
+    def claim_all(self, assignments: Mapping[str, Placement]) -> list[Claimed]:
+        """Apply the assignments in allocation id order; the ones claimed. The rows every
+        claim looks up (allocations, their tasks, the agents and their slots) are read first,
+        in three queries."""
+        if not assignments:
+            return []
+        session = self._session
+        ids = sorted(assignments)
+        agents = sorted({agent for p in assignments.values() for agent, _ in p})
+        for allocation, task in session.execute(
+            select(Allocation, Task)
+            .join(Task, Task.task_id == Allocation.task_id)
+            .where(Allocation.id.in_(ids))
+        ):
+            self._held += (allocation, task)
+        self._held += session.scalars(select(Agent).where(Agent.id.in_(agents)))
+        self._held += session.scalars(select(Slot).where(Slot.agent_id.in_(agents)))
+        claimed = [self.claim(allocation_id, assignments[allocation_id]) for allocation_id in ids]
+        return [c for c in claimed if c is not None]
+
+    def claim(self, allocation_id: str, placement: Placement) -> Claimed | None:
+        """Apply one assignment (see the module docstring); None, with nothing of it written,
+        when the allocation is no longer waiting, a slot is taken or disabled, or its task is
+        gone."""
+        session = self._session
+        allocation = session.get(Allocation, allocation_id)
+        if allocation is None or allocation.state not in ("PENDING", "WAITING"):
+            return None
+        for agent_id, slot_ids in placement:
+            if not slot_ids:
+                continue
+            claimed = session.execute(
+                update(Slot)
+                .where(
+                    Slot.agent_id == agent_id,
+                    Slot.slot_id.in_(list(slot_ids)),
+                    Slot.allocation_id.is_(None),
+                    Slot.enabled.is_(True),
+                )
+                .values(allocation_id=allocation_id)
+                .execution_options(synchronize_session=False)
             )
-            .values(allocation_id=allocation_id)
+            if claimed.rowcount != len(slot_ids):  # type: ignore[attr-defined]
+                self._unclaim(allocation_id)
+                return None
+        agent_ids = [agent_id for agent_id, _ in placement]
+        plans = _plans(session, placement)
+        slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
+        device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
+        offset = free_port_offset(self._used_offsets(agent_ids), self._first_port_offset)
+        token = claim_allocation(
+            session,
+            allocation,
+            plans,
+            port_offset=offset,
+            device_type=device,
+            cluster_id=self._cluster_id,
+            startup_hook_of=self._startup_hook_of,
+            commit=False,
+        )
+        if token is None:
+            self._unclaim(allocation_id)
+            return None
+        for agent_id in agent_ids:
+            self._offsets[agent_id].add(offset)
+        return Claimed(allocation_id, tuple(agent_ids))
+
+    def _unclaim(self, allocation_id: str) -> None:
+        """Undo this claim's compare-and-set of slots (they were free: free them again)."""
+        self._session.execute(
+            update(Slot)
+            .where(Slot.allocation_id == allocation_id)
+            .values(allocation_id=None)
             .execution_options(synchronize_session=False)
         )
-        if claimed.rowcount != len(slot_ids):  # type: ignore[attr-defined]
-            session.rollback()
-            return None
-    agent_ids = [agent_id for agent_id, _ in placement]
-    plans = _plans(session, placement)
-    slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
-    device: DeviceType = _device(slots[0].device_type) if slots and slots[0] else "cpu"
-    token = claim_allocation(
-        session,
-        allocation,
-        plans,
-        port_offset=free_port_offset(_used_offsets(session, agent_ids), first_port_offset),
-        device_type=device,
-        cluster_id=cluster_id,
-        startup_hook_of=startup_hook_of,
-    )
-    return Claimed(allocation_id, tuple(agent_ids)) if token is not None else None
+
+    def _used_offsets(self, agent_ids: Sequence[str]) -> set[int]:
+        """Port offsets of the allocations with live containers on any of ``agent_ids``."""
+        if missing := [a for a in agent_ids if a not in self._offsets]:
+            for agent_id in missing:
+                self._offsets[agent_id] = set()
+            rows = self._session.execute(
+                select(Container.agent_id, Allocation.ports)
+                .join(Allocation, Container.allocation_id == Allocation.id)
+                .where(
+                    Container.agent_id.in_(missing),
+                    Container.state.in_(LIVE_CONTAINER_STATES),
+                )
+            )
+            for agent_id, ports in rows:
+                if isinstance(ports, Mapping) and "offset" in ports:
+                    self._offsets[agent_id].add(int(ports["offset"]))
+        return set().union(*(self._offsets[a] for a in agent_ids))
 
 
 def _plans(session: Session, placement: Placement) -> list[ContainerPlan]:
