@@ -427,3 +427,43 @@ def test_on_postgresql(pg_url: str, tmp_path: Path) -> None:
             settle_experiment(session, exp)
             session.commit()
         assert client.delete(f"/api/v1/experiments/{exp_id}", headers=admin).status_code == 200
+
+
+ASHA = """\
+name: asha
+entrypoint: python3 train.py
+hyperparameters:
+  lr: {type: double, minval: 0.0, maxval: 1.0}
+searcher:
+  name: async_halving
+  metric: loss
+  time_metric: batches
+  max_time: 100
+  num_rungs: 3
+  max_trials: 4
+"""
+
+
+def test_a_validation_wakes_the_cluster_loop_only_for_searchers_that_act_on_it(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    """ASHA may stop a trial on its validation, so the report hints the cluster loop at once; a
+    single (random, grid) search only counts it, so no round is spent on it: its searcher is
+    fed the report at its next drive, with the trial's exit."""
+    hints = master(client).hints
+    single = new_experiment(client, admin)
+    resp = client.post(
+        "/api/v1/experiments",
+        json={"activate": True, "config": ASHA, "modelDefinition": [], "projectId": None},
+        headers=admin,
+    )
+    assert resp.status_code == 200, resp.text
+    asha = int(resp.json()["experiment"]["id"])
+    hints.take_experiments()  # the creations' own hints
+    for exp_id in (single, asha):
+        trial, run, token, _ = add_trial(client, exp_id, allocation="RUNNING")
+        resp = report(
+            client, task_headers(token), trial, run, "validation", 10, {"loss": 0.5, "batches": 10}
+        )
+        assert resp.status_code == 200, resp.text
+    assert hints.take_experiments() == {asha}

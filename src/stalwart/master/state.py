@@ -264,6 +264,9 @@ class MasterState:
     agent_token: str = ""
     """The cluster's enrollment token (``cluster.agent_token`` or the generated one): it
     enrolls agent ids without a credential; enrolled agents sync with their own tokens."""
+    validation_wakes: dict[int, bool] = field(default_factory=dict)
+    """Per experiment: whether its trials' validations wake the cluster loop
+    (:func:`~stalwart.master.cluster.search.validations_wake_searcher`)."""
     agent_reports: dict[str, object] = field(default_factory=dict)
     """The last report each agent registered with through this master: a sync repeating it
     only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""

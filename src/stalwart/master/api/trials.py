@@ -46,6 +46,7 @@ from stalwart.master.api.models.trials import (
     WorkloadFilter,
 )
 from stalwart.master.api.models.users import OrderBy
+from stalwart.master.cluster.search import validations_wake_searcher
 from stalwart.master.db.tables import Checkpoint, MetricReport
 from stalwart.master.services import experiments as state_actions
 from stalwart.master.services import metric_tables
@@ -368,7 +369,13 @@ def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: byt
             session, caller.user, caller.allocation_id, {i.trial_id for i in inputs}
         )
         results = metrics_svc.report_metrics_many(session, inputs)  # stored once, even if resent
-    for experiment_id in {r.experiment_id for r in results if r.group == metrics_svc.VALIDATION}:
+        validated = {r.experiment_id for r in results if r.group == metrics_svc.VALIDATION}
+        woken = [
+            e
+            for e in sorted(validated)
+            if validations_wake_searcher(session, e, state.validation_wakes)
+        ]
+    for experiment_id in woken:
         state.hints.experiment(experiment_id)
 
 

@@ -29,6 +29,7 @@ deliver after the commit.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import MutableMapping
 from typing import Any
 
 from sqlalchemy import select
@@ -42,8 +43,8 @@ from stalwart.master.cluster.lifecycle import (
 from stalwart.master.db.tables import Experiment, MetricReport, Trial
 from stalwart.master.searcher.actions import Action, Create, Shutdown, Stop
 from stalwart.master.searcher.base import ExitedReason, SearcherMetricError, SearchMethod
-from stalwart.master.searcher.factory import make_searcher
-from stalwart.master.services.experiment_config import typed_config
+from stalwart.master.searcher.factory import make_searcher, searcher_class
+from stalwart.master.services.experiment_config import typed_config, typed_config_of
 from stalwart.master.services.experiments import (
     Signals,
     apply_error,
@@ -54,12 +55,32 @@ from stalwart.master.services.experiments import (
 from stalwart.master.services.tasks import create_trial
 from stalwart.master.transitions import set_experiment_state
 
-__all__ = ["DRIVEN_STATES", "drive"]
+__all__ = ["DRIVEN_STATES", "drive", "validations_wake_searcher"]
 
 DRIVEN_STATES = frozenset({"ACTIVE", "PAUSED"})
 """Experiment states in which the searcher runs."""
 
 _VALIDATION_BATCH = 5000
+_KNOWN_SEARCHERS = 10_000
+"""Experiments :func:`validations_wake_searcher` remembers before it starts over."""
+
+
+def validations_wake_searcher(
+    session: Session, experiment_id: int, known: MutableMapping[int, bool]
+) -> bool:
+    """Whether a validation of the experiment's trials should wake the cluster loop: its kind
+    of searcher may act on it before the trial exits (ASHA may stop the trial); single, grid
+    and random searches do not, and are fed it at their next drive (the trial's exit, or a
+    sweep). Remembered in ``known`` (an experiment's searcher never changes)."""
+    if experiment_id not in known:
+        if len(known) >= _KNOWN_SEARCHERS:
+            known.clear()
+        config = session.scalar(select(Experiment.config).where(Experiment.id == experiment_id))
+        wakes = True
+        if config is not None:
+            wakes = searcher_class(typed_config_of(experiment_id, config)).reacts_to_validations()
+        known[experiment_id] = wakes
+    return known[experiment_id]
 
 
 def _load(experiment: Experiment) -> tuple[SearchMethod, int, list[Action]]:

@@ -149,6 +149,13 @@ class SearchMethod(ABC):
         """A trial reported validation metrics (its ``avgMetrics``). May raise
         :class:`SearcherMetricError` (see the module docstring)."""
 
+    @classmethod
+    def reacts_to_validations(cls) -> bool:
+        """Whether a validation can make this kind of searcher act (or raise) before the
+        trial exits: if not, a validation need not wake the cluster loop (the searcher is fed
+        it at its next drive all the same). True unless a subclass knows better."""
+        return True
+
     @abstractmethod
     def on_trial_progress(self, request_id: str, progress: float) -> None:
         """A trial reported its own progress (fraction of its training); feeds :meth:`progress`."""
@@ -308,6 +315,11 @@ class TrackedSearch(SearchMethod):
     def _validation(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
         """React to a validation of a live, not stopped trial (default: nothing)."""
         return []
+
+    @classmethod
+    def reacts_to_validations(cls) -> bool:
+        """Only a subclass that overrides :meth:`_validation` does."""
+        return cls._validation is not TrackedSearch._validation
 
     @abstractmethod
     def _exited(self, request_id: str, reason: ExitedReason | None) -> list[Action]:

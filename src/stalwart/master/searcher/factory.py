@@ -17,7 +17,7 @@ from stalwart.master.searcher.grid import GridSearch
 from stalwart.master.searcher.random_search import RandomSearch
 from stalwart.master.searcher.single import SingleSearch
 
-__all__ = ["make_searcher", "time_budget"]
+__all__ = ["make_searcher", "searcher_class", "time_budget"]
 
 
 def time_budget(searcher: AsyncHalvingSearcher | AdaptiveASHASearcher) -> tuple[str, int]:
@@ -32,6 +32,17 @@ def time_budget(searcher: AsyncHalvingSearcher | AdaptiveASHASearcher) -> tuple[
     raise ValueError(
         f"{searcher.name} needs max_time and time_metric (or the legacy max_length >= 1)"
     )
+
+
+def searcher_class(config: ExperimentConfig) -> type[SearchMethod]:
+    """The kind of searcher :func:`make_searcher` builds for ``config`` (without building it)."""
+    kinds: dict[type[object], type[SearchMethod]] = {
+        SingleSearcher: SingleSearch,
+        RandomSearcher: RandomSearch,
+        GridSearcher: GridSearch,
+        AsyncHalvingSearcher: AsyncHalvingSearch,
+    }
+    return kinds.get(type(config.searcher), AdaptiveASHASearch)
 
 
 def make_searcher(config: ExperimentConfig, *, seed: int | None = None) -> SearchMethod:
