@@ -14,6 +14,7 @@ from stalwart.master.searcher import (
     make_searcher,
 )
 from stalwart.master.searcher.actions import Shutdown, Stop, action_to_dict
+from stalwart.master.searcher.factory import searcher_class
 from tests.master.searcher.sim import make_config
 
 ASHA = {"metric": "loss", "time_metric": "batches", "max_time": 10, "max_trials": 4}
@@ -30,8 +31,12 @@ ASHA = {"metric": "loss", "time_metric": "batches", "max_time": 10, "max_trials"
     ],
 )
 def test_each_searcher_name(spec: dict[str, object], cls: type) -> None:
-    searcher = make_searcher(make_config(spec, {"a": 1}))
+    config = make_config(spec, {"a": 1})
+    searcher = make_searcher(config)
     assert type(searcher) is cls
+    assert searcher_class(config) is cls
+    # only ASHA acts on a validation before the trial exits (it may stop the trial there)
+    assert searcher.reacts_to_validations() == (cls in (AsyncHalvingSearch, AdaptiveASHASearch))
     assert searcher.name == spec["name"]
     actions = searcher.initial_actions()
     assert actions

@@ -6,12 +6,14 @@ loads it, feeds it events and carries out its actions, all inside the caller's t
 - :func:`drive` loads the searcher from ``experiments.searcher_state`` (or creates it and takes
   its initial actions), feeds it the trials' exits it has not seen (``trials.searcher_exit``,
   recorded with each trial's end, cleared here), the validation reports stored since its cursor
-  (the id of the last ``metric_reports`` row it saw) and the trials' progress, carries out the
-  resulting actions, and saves the snapshot and cursor back. Because the snapshot, the cursor,
-  the cleared exits and the rows the actions create commit together, a master killed at any
-  point re-reads exactly the events the saved searcher has not seen: nothing is fed twice,
-  nothing is lost, and no trial is created twice. (The cursor never skips a report: each
-  experiment's validation ids become visible in increasing order, see
+  (the id of the last ``metric_reports`` row it saw; only to a searcher that may act on them,
+  :meth:`~stalwart.master.searcher.base.SearchMethod.reacts_to_validations`: a single, grid or
+  random search would do nothing with them, and its cursor stays) and the trials' progress,
+  carries out the resulting actions, and saves the snapshot and cursor back. Because the
+  snapshot, the cursor, the cleared exits and the rows the actions create commit together, a
+  master killed at any point re-reads exactly the events the saved searcher has not seen:
+  nothing is fed twice, nothing is lost, and no trial is created twice. (The cursor never skips
+  a report: each experiment's validation ids become visible in increasing order, see
   ``metrics.lock_validations``.)
 - ``Create`` adds a trial (PAUSED while the experiment is paused; the loop gives ACTIVE trials
   allocations). ``Stop`` marks the trial ``searcher_stopped`` and asks its allocations to
@@ -53,7 +55,7 @@ from stalwart.master.services.experiments import (
     stop_allocations,
 )
 from stalwart.master.services.tasks import create_trial
-from stalwart.master.transitions import set_experiment_state
+from stalwart.master.transitions import TRIAL_TERMINAL, TRIAL_TRANSITIONS, set_experiment_state
 
 __all__ = ["DRIVEN_STATES", "drive", "validations_wake_searcher"]
 
@@ -125,7 +127,7 @@ def drive(session: Session, experiment: Experiment) -> Signals:
         for trial in _exited(session, experiment.id):
             trials[trial.request_id] = trial
             pending.extend(_feed_exit(searcher, trial))
-        while True:
+        while searcher.reacts_to_validations():  # the others would do nothing with them
             batch = _new_validations(session, experiment, cursor)
             for report_id, request_id, metrics in batch:
                 cursor, current = report_id, request_id
@@ -178,11 +180,16 @@ class _Trials:
         self._known[request_id] = trial
 
 
+_LIVE_TRIAL_STATES = tuple(sorted(set(TRIAL_TRANSITIONS) - TRIAL_TERMINAL))
+"""The states of a trial that has not ended (listed, so ``ix_trials_experiment_state`` finds
+them: a drive reads the live trials, not every trial the experiment had)."""
+
+
 def _live_progress(session: Session, experiment_id: int) -> list[tuple[str, float]]:
     rows = session.execute(
         select(Trial.request_id, Trial.progress).where(
             Trial.experiment_id == experiment_id,
-            Trial.state.not_in(("COMPLETED", "ERROR", "CANCELED")),
+            Trial.state.in_(_LIVE_TRIAL_STATES),
             Trial.progress.is_not(None),
         )
     )

@@ -298,7 +298,20 @@ class Trial(Base):
     """A trial: one hyperparameter configuration of an experiment, across its runs."""
 
     __tablename__ = "trials"
-    __table_args__ = NEVER_REUSE_IDS
+    __table_args__ = (
+        # What is read of an experiment of any size on every trial's exit or validation: its
+        # live trials, the few whose exit its searcher has not been fed, its best trial
+        # (migration 0022).
+        Index("ix_trials_experiment_state", "experiment_id", "state"),
+        Index("ix_trials_experiment_metric", "experiment_id", "searcher_metric_value"),
+        Index(
+            "ix_trials_searcher_exit",
+            "experiment_id",
+            sqlite_where=text("searcher_exit IS NOT NULL"),
+            postgresql_where=text("searcher_exit IS NOT NULL"),
+        ),
+        NEVER_REUSE_IDS,
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     experiment_id: Mapped[int] = mapped_column(
         ForeignKey("experiments.id", ondelete="CASCADE"), index=True
