@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -510,8 +511,21 @@ def test_an_agent_s_grace_after_a_master_restart_counts_from_when_the_master_lis
         state.engine.dispose()
 
 
-def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Path) -> None:
-    state = _state_with(tmp_path, cluster={"preemption_timeout": 60})
+@dataclass
+class Canceled:
+    """A master on a manual clock whose one trial runs on the node; its experiment was just
+    canceled, so the trial's allocation is asked to preempt (and a round has seen it ask)."""
+
+    state: MasterState
+    clock: ManualClock
+    run: Running
+
+
+@contextmanager
+def _canceled(
+    tmp_path: Path, preemption_timeout: float, *, placed_by_full_round: bool = True
+) -> Iterator[Canceled]:
+    state = _state_with(tmp_path, cluster={"preemption_timeout": preemption_timeout})
     clock = ManualClock()
     state.clock = clock
     try:
@@ -519,24 +533,30 @@ def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Pa
         node = FakeNode(state)
         node.sync()
         exp_id = _create(state)
-        loop.run_round()
+        loop.run_round(full=placed_by_full_round)  # requested in this round: placed in it
         (spec,) = node.sync().start
         node.sync()
         with state.sessions() as session:
             exp_svc.cancel_experiment(session, exp_id)
         loop.run_round()  # first seen asking
-        clock.advance(30)
-        loop.run_round()
-        assert node.sync().kill == []  # still within the preemption timeout
-        clock.advance(31)
-        loop.run_round()
-        assert node.sync().kill == [spec.allocation_id]
-        node.exit(spec.allocation_id, -9)
-        node.sync()
-        loop.run_round()
-        assert _exp_state(state, exp_id) == "CANCELED"
+        yield Canceled(state, clock, Running(loop, node, exp_id, spec))
     finally:
         state.engine.dispose()
+
+
+def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Path) -> None:
+    with _canceled(tmp_path, 60) as canceled:
+        run, clock = canceled.run, canceled.clock
+        clock.advance(30)
+        run.loop.run_round()
+        assert run.node.sync().kill == []  # still within the preemption timeout
+        clock.advance(31)
+        run.loop.run_round()
+        assert run.node.sync().kill == [run.spec.allocation_id]
+        run.node.exit(run.spec.allocation_id, -9)
+        run.node.sync()
+        run.loop.run_round()
+        assert _exp_state(canceled.state, run.exp_id) == "CANCELED"
 
 
 def test_a_validation_without_the_searcher_metric_errors_the_experiment(
@@ -775,24 +795,10 @@ def test_a_round_woken_by_a_hint_alone_leaves_timeouts_to_the_next_full_round(
     """A round the loop runs for experiment hints alone (a validation report) within a tick
     of the last full round still places what it requested, but leaves the preemption timeout
     to the next full round."""
-    state = _state_with(tmp_path, cluster={"preemption_timeout": 1})
-    clock = ManualClock()
-    state.clock = clock
-    try:
-        loop = ClusterLoop(state)
-        node = FakeNode(state)
-        node.sync()
-        exp_id = _create(state)
-        loop.run_round(full=False)  # requested in this round: placed in it
-        (spec,) = node.sync().start
-        node.sync()
-        with state.sessions() as session:
-            exp_svc.cancel_experiment(session, exp_id)
-        loop.run_round()  # first seen asking
-        clock.advance(2)  # past the timeout, within a sweep's 5 s
-        loop.run_round(full=False)
-        assert node.sync().kill == []
-        loop.run_round()
-        assert node.sync().kill == [spec.allocation_id]
-    finally:
-        state.engine.dispose()
+    with _canceled(tmp_path, 1, placed_by_full_round=False) as canceled:
+        run = canceled.run
+        canceled.clock.advance(2)  # past the timeout, within a sweep's 5 s
+        run.loop.run_round(full=False)
+        assert run.node.sync().kill == []
+        run.loop.run_round()
+        assert run.node.sync().kill == [run.spec.allocation_id]

@@ -280,11 +280,11 @@ def _assignments(session: Session, allocation_ids: Sequence[str]) -> dict[str, P
 
 
 class Claimer:
-    """Applies the assignments of one decision in the caller's transaction (the caller
-    commits once, after the last): the snapshot's session, under the state lock, so the slots
-    and agents the snapshot loaded are not read again. Ports come from offsets at or above
-    ``first_port_offset`` (the master's ``cluster.task_port_offset``); the offsets in use on an
-    agent are read once and kept up to date with each claim."""
+    """Applies the assignments of one decision in the caller's transaction, under the state
+    lock (the caller commits once, after the last). :meth:`claim_all` reads the rows every
+    claim looks up first and holds them in the session's identity map. Ports come from offsets
+    at or above ``first_port_offset`` (the master's ``cluster.task_port_offset``); the offsets
+    in use on an agent are read once and kept up to date with each claim."""
 
     def __init__(
         self,
