@@ -154,15 +154,18 @@ def asha(client: Client) -> Experiment:
     return exp.reload()
 
 
-def sign_in(page: Page, url: str) -> None:
-    """Open the UI and sign in as admin (empty password) with the keyboard."""
+def sign_in(page: Page, url: str, at: str = "") -> None:
+    """Open the UI and sign in as admin (empty password) with the keyboard. With ``at`` (a hash
+    route such as ``#/admin/users``) the page is opened there and stays there once signed in;
+    without, it lands on the experiments list."""
     from playwright.sync_api import expect
 
-    page.goto(url + "/")
+    page.goto(f"{url}/{at}")
     page.get_by_label("Username").fill("admin")
     page.get_by_label("Password").fill("")
     page.get_by_label("Password").press("Enter")
-    expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()
+    if not at:
+        expect(page.get_by_role("heading", name="Experiments", exact=True)).to_be_visible()
 
 
 def settled_width(page: Page, width: int, timeout_ms: float = 20_000) -> int:
