@@ -267,9 +267,6 @@ class MasterState:
     validation_wakes: dict[int, bool] = field(default_factory=dict)
     """Per experiment: whether its trials' validations wake the cluster loop
     (:func:`~stalwart.master.cluster.search.validations_wake_searcher`)."""
-    agent_reports: dict[str, object] = field(default_factory=dict)
-    """The last report each agent registered with through this master: a sync repeating it
-    only heartbeats (:func:`~stalwart.master.cluster.agent_sync.apply_sync`)."""
     lifecycle: StateLock = field(default_factory=StateLock)
     """The state lock. Held by whatever changes experiment, trial, allocation or container
     states (the cluster loop's database phases, resource managers' records, agent syncs,

@@ -668,32 +668,44 @@ def test_every_round_is_counted(state: MasterState) -> None:
 
 
 def test_a_repeated_report_only_heartbeats_and_a_changed_one_registers(state: MasterState) -> None:
-    registered: dict[str, object] = {}
+    """The report an agent registered with is remembered on its row: a repeat only heartbeats
+    (a slot's stored facts are not rewritten), a changed one registers, and a report that
+    comes back after another one registers again, whichever master process records it (there
+    is no memory per process: several workers see one truth)."""
     clock = ManualClock()
 
     def sync(slots: int) -> None:
         request = SyncRequest(slots=[SlotInfo(id=str(i), device_type="cpu") for i in range(slots)])
         with state.sessions() as session:
-            apply_sync(
-                session, "n1", request, kill_grace=1.0, registered=registered, now=clock.now()
-            )
+            apply_sync(session, "n1", request, kill_grace=1.0, now=clock.now())
 
-    def seen() -> tuple[float, int]:
+    def seen() -> tuple[float, list[str]]:
         with state.sessions() as session:
             agent = session.get(Agent, "n1")
             assert agent is not None
-            count = len(list(session.scalars(select(Slot).where(Slot.agent_id == "n1"))))
-            return agent.last_heartbeat.timestamp(), count
+            slots = session.scalars(
+                select(Slot).where(Slot.agent_id == "n1").order_by(Slot.slot_id)
+            )
+            return agent.last_heartbeat.timestamp(), [s.device_brand for s in slots]
+
+    def mark_brands() -> None:  # what only a registration would overwrite
+        with state.sessions() as session:
+            for slot in session.scalars(select(Slot).where(Slot.agent_id == "n1")):
+                slot.device_brand = "marked"
+            session.commit()
 
     sync(2)
-    first, slots = seen()
-    assert slots == 2
+    first, brands = seen()
+    assert brands == ["", ""]
+    mark_brands()
     clock.advance(1)
     sync(2)
-    again, slots = seen()
-    assert (again > first, slots) == (True, 2)
+    again, brands = seen()
+    assert (again > first, brands) == (True, ["marked", "marked"])  # heartbeat only
     sync(3)  # the agent came back with another slot: registered again
-    assert seen()[1] == 3
+    assert seen()[1] == ["", "", ""]
+    sync(2)  # and back to two (a per-process memory of "two" would have skipped this)
+    assert seen()[1] == ["", ""]
 
 
 RANDOM_4 = """\

@@ -102,7 +102,6 @@ def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
             agent_id,
             body,
             kill_grace=grace,
-            registered=state.agent_reports,
             prepull=prepull,
             now=state.clock.now(),
         )

@@ -23,7 +23,7 @@ nothing. Nothing here talks to the network.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -36,7 +36,7 @@ from stalwart.master.db.tables import (
     Allocation,
     Container,
 )
-from stalwart.master.services.agents import heartbeat, register_agent
+from stalwart.master.services.agents import heartbeat, register_agent, report_digest
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.logs import NewLog, add_logs
 from stalwart.master.state import agent_key
@@ -67,7 +67,6 @@ def apply_sync(
     *,
     kill_grace: float,
     record: bool = True,
-    registered: MutableMapping[str, object] | None = None,
     prepull: Sequence[str] = (),
     now: dt.datetime | None = None,
 ) -> SyncOutcome:
@@ -77,30 +76,28 @@ def apply_sync(
     reported ``pull_seconds`` is stored on its allocation. ``now``: the heartbeat's time (the
     master's clock; default the current time).
 
-    ``registered`` (the master's memory of what each agent registered with) lets a sync that
-    repeats its agent's report skip re-registering the slots. ``record=False`` only answers: it
+    A sync that repeats the report its connected agent registered with (the digest stored on
+    the agent) only heartbeats. ``record=False`` only answers: it
     writes nothing (no registration, no state changes, no commit), for a long-poll answering
     again after it woke up; the same view was recorded moments before, and a container that
     must be recorded as never started is left to the agent's next sync.
     """
     known = session.get(Agent, agent_id)
     changed = record and (known is None or not known.connected)
-    # A report this master registered already (same slots, pool, addresses) only heartbeats.
-    report = (request.version, request.resource_pool, tuple(request.addresses), *request.slots)
-    if record and not changed and registered is not None and registered.get(agent_id) == report:
-        heartbeat(session, agent_id, now=now)
+    slots = [(s.id, s.device_type, s.brand, s.uuid) for s in request.slots]
+    report = report_digest(request.version, request.resource_pool, request.addresses, slots)
+    if record and not changed and known is not None and known.registered_report == report:
+        heartbeat(session, agent_id, now=now)  # the report it registered with, repeated
     elif record:
         register_agent(
             session,
             agent_id,
-            slots=[(s.id, s.device_type, s.brand, s.uuid) for s in request.slots],
+            slots=slots,
             resource_pool=request.resource_pool,
             addresses=request.addresses,
             version=request.version,
             now=now,
         )
-        if registered is not None:
-            registered[agent_id] = report
     # Only what matters: the agent's live containers and the ones it reports (the exited
     # history of a busy agent grows without bound; both queries use an index).
     reported_ids = sorted({c.allocation_id for c in request.containers})

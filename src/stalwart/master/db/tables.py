@@ -624,6 +624,10 @@ class Agent(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     connected: Mapped[bool] = mapped_column(Boolean, default=True)
+    registered_report: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """SHA-256 of the report (version, pool, addresses, slots) the agent last registered with
+    (:func:`~stalwart.master.services.agents.report_digest`): a sync repeating it only
+    heartbeats, whichever master worker answers it. Null: register in full at the next sync."""
 
 
 class AgentCredential(Base):

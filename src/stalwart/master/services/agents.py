@@ -7,7 +7,9 @@ Contracts:
 
 - :func:`register_agent` is idempotent (an agent that reconnects re-registers): it creates or
   refreshes the agent, adds new slots, refreshes the device facts of known ones (keeping their
-  enabled / draining flags and assignment) and drops reported-missing slots that are free.
+  enabled / draining flags and assignment) and drops reported-missing slots that are free. It
+  stores the report's :func:`report_digest` on the agent, unless a missing slot had to be kept
+  (it is still assigned): the next registration then drops it once it is free.
 - :func:`assign_slots` is all-or-nothing: every slot must exist, be enabled, not draining, and
   be free or already held by the same allocation; otherwise FailedPreconditionError and nothing
   changes. :func:`release_slots` frees whatever an allocation holds (idempotent).
@@ -18,6 +20,8 @@ Contracts:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +46,7 @@ __all__ = [
     "normalize_device_type",
     "register_agent",
     "release_slots",
+    "report_digest",
     "resource_pools",
     "set_agent_enabled",
     "set_slot_enabled",
@@ -62,6 +67,14 @@ def normalize_device_type(value: str) -> str:
     if name not in DEVICE_TYPES:
         raise InvalidArgumentError(f"unknown device type {value!r} (cpu, cuda or rocm)")
     return name
+
+
+def report_digest(
+    version: str, resource_pool: str, addresses: Sequence[str], slots: Sequence[SlotSpec]
+) -> str:
+    """SHA-256 (hex) of what an agent registers with: equal reports, equal digests."""
+    report = [version, resource_pool, list(addresses), [list(slot) for slot in slots]]
+    return hashlib.sha256(json.dumps(report).encode()).hexdigest()
 
 
 def _device_index(slot_id: str, position: int) -> int:
@@ -109,9 +122,14 @@ def register_agent(
         slot.device_brand = brand
         slot.device_uuid = device_uuid
         slot.device_index = _device_index(slot_id, position)
+    kept = False
     for gone in known.values():
         if gone.allocation_id is None:
             session.delete(gone)
+        else:
+            kept = True
+    digest = report_digest(version, resource_pool, addresses, slots)
+    agent.registered_report = None if kept else digest
     session.flush()
     return agent
 
