@@ -7,6 +7,8 @@ autogenerate a revision and review it (see ``docs/contributing/master.md``).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,27 @@ def test_upgrade_is_idempotent(engine: Engine) -> None:
     migrate.upgrade(engine)
     migrate.upgrade(engine)
     assert migrate.current_revision(engine) == migrate.head_revision()
+
+
+def test_the_newest_migration_by_file_name_is_alembics_head() -> None:
+    """``upgrade`` leaves a database at the head alone by comparing ``alembic_version`` with the
+    newest ``NNNN_*.py``: that file must hold Alembic's head (name migrations that way)."""
+    assert migrate.newest_revision() == migrate.head_revision()
+
+
+def test_a_database_at_the_head_is_upgraded_without_alembic(engine: Engine) -> None:
+    """A master starting on an up-to-date database (every start but the first after an
+    upgrade) does not import Alembic: a fresh interpreter, so no earlier import counts."""
+    migrate.upgrade(engine)
+    probe = (
+        "import sys; from stalwart.master.db import migrate; "
+        "from stalwart.master.db.engine import make_engine; "
+        f"migrate.upgrade(make_engine({engine.url.render_as_string(hide_password=False)!r})); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_every_revision_steps_up_and_down(engine: Engine) -> None:

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -28,8 +28,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from stalwart.client import Client
-from stalwart.client.session import Progress as ProgressCallback
+if TYPE_CHECKING:  # the client is imported when a command first needs one: `stalwart master`
+    # and `stalwart agent` never do
+    from stalwart.client import Client
+    from stalwart.client.session import Progress as ProgressCallback
 
 __all__ = [
     "client",
@@ -80,6 +82,8 @@ def use_master(master: str) -> None:
 def client() -> Client:
     """The client for this invocation (made on first use)."""
     if not _clients:
+        from stalwart.client import Client
+
         _clients.append(Client(master=_connection["master"], user=_connection["user"]))
     return _clients[0]
 

@@ -7,83 +7,91 @@ shows the traceback instead.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from stalwart.cli import agent as agent_cli
-from stalwart.cli import checkpoint as checkpoint_cli
-from stalwart.cli import command as command_cli
 from stalwart.cli import common
-from stalwart.cli import config as config_cli
-from stalwart.cli import envs as envs_cli
-from stalwart.cli import experiment as experiment_cli
-from stalwart.cli import groups as groups_cli
-from stalwart.cli import importer as importer_cli
-from stalwart.cli import interactive as task_cli
-from stalwart.cli import job as job_cli
-from stalwart.cli import master as master_cli
-from stalwart.cli import model as model_cli
-from stalwart.cli import notebook as notebook_cli
-from stalwart.cli import resource_pool as resource_pool_cli
-from stalwart.cli import resources as resources_cli
-from stalwart.cli import shell as shell_cli
-from stalwart.cli import slot as slot_cli
-from stalwart.cli import template as template_cli
-from stalwart.cli import tensorboard as tensorboard_cli
-from stalwart.cli import token as token_cli
-from stalwart.cli import trial as trial_cli
-from stalwart.cli import up as up_cli
-from stalwart.cli import user as user_cli
-from stalwart.cli import webhook as webhook_cli
-from stalwart.cli import workspace as workspace_cli
 from stalwart.errors import StalwartError
 
-__all__ = ["app", "main"]
+__all__ = ["build_app", "main"]
 
-app = typer.Typer(
-    name="stalwart",
-    help="Stalwart: an open-source deep-learning training platform.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(agent_cli.app, name="agent")
-app.add_typer(config_cli.app, name="config")
-app.add_typer(envs_cli.app, name="envs")
-app.add_typer(master_cli.app, name="master")
-app.add_typer(user_cli.app, name="user")
-app.add_typer(experiment_cli.app, name="experiment")
-app.add_typer(experiment_cli.app, name="e", hidden=True)
-app.add_typer(trial_cli.app, name="trial")
-app.add_typer(trial_cli.app, name="t", hidden=True)
-app.add_typer(checkpoint_cli.app, name="checkpoint")
-app.add_typer(model_cli.app, name="model")
-app.add_typer(slot_cli.app, name="slot")
-app.add_typer(command_cli.app, name="cmd")
-app.add_typer(command_cli.app, name="command", hidden=True)
-app.add_typer(notebook_cli.app, name="notebook")
-app.add_typer(shell_cli.app, name="shell")
-app.add_typer(tensorboard_cli.app, name="tensorboard")
-app.add_typer(task_cli.app, name="task")
-app.add_typer(groups_cli.app, name="user-group")
-app.add_typer(resource_pool_cli.app, name="resource-pool")
-app.add_typer(template_cli.app, name="template")
-app.add_typer(token_cli.app, name="token")
-app.add_typer(job_cli.app, name="job")
-app.add_typer(resources_cli.app, name="resources")
-app.add_typer(workspace_cli.app, name="workspace")
-app.add_typer(workspace_cli.project_app, name="project")
-app.add_typer(webhook_cli.app, name="webhook")
-app.add_typer(importer_cli.app, name="import")
-app.command("up")(up_cli.up)
-app.command("down")(up_cli.down)
+_GROUPS: dict[str, tuple[str, str, bool]] = {
+    "agent": ("agent", "app", False),
+    "config": ("config", "app", False),
+    "envs": ("envs", "app", False),
+    "master": ("master", "app", False),
+    "user": ("user", "app", False),
+    "experiment": ("experiment", "app", False),
+    "e": ("experiment", "app", True),
+    "trial": ("trial", "app", False),
+    "t": ("trial", "app", True),
+    "checkpoint": ("checkpoint", "app", False),
+    "model": ("model", "app", False),
+    "slot": ("slot", "app", False),
+    "cmd": ("command", "app", False),
+    "command": ("command", "app", True),
+    "notebook": ("notebook", "app", False),
+    "shell": ("shell", "app", False),
+    "tensorboard": ("tensorboard", "app", False),
+    "task": ("interactive", "app", False),
+    "user-group": ("groups", "app", False),
+    "resource-pool": ("resource_pool", "app", False),
+    "template": ("template", "app", False),
+    "token": ("token", "app", False),
+    "job": ("job", "app", False),
+    "resources": ("resources", "app", False),
+    "workspace": ("workspace", "app", False),
+    "project": ("workspace", "project_app", False),
+    "webhook": ("webhook", "app", False),
+    "import": ("importer", "app", False),
+}
+"""Each noun: (module under ``stalwart.cli``, its typer app's attribute, hidden), in the order
+``stalwart --help`` lists them."""
+_COMMANDS: dict[str, tuple[str, str]] = {"up": ("up", "up"), "down": ("up", "down")}
+"""Top-level commands: (module under ``stalwart.cli``, function)."""
+_VALUED_OPTIONS = frozenset({"--master", "-m", "--user", "-u"})
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The ``stalwart`` app with every noun and command, or only ``only``'s: an invocation
+    imports the modules of the noun it runs and no other (``stalwart master`` would otherwise
+    import the whole client and every command's module, about half a second of CPU)."""
+    app = typer.Typer(
+        name="stalwart",
+        help="Stalwart: an open-source deep-learning training platform.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    for name, (module, attribute, hidden) in _GROUPS.items():
+        if only in (None, name):
+            group = getattr(importlib.import_module(f"stalwart.cli.{module}"), attribute)
+            app.add_typer(group, name=name, hidden=hidden)
+    for name, (module, function) in _COMMANDS.items():
+        if only in (None, name):
+            app.command(name)(getattr(importlib.import_module(f"stalwart.cli.{module}"), function))
+    return app
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The noun or command ``argv`` runs, when it is a known one (past the root's options)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _VALUED_OPTIONS:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in _GROUPS or arg in _COMMANDS else None
+    return None
+
 
 _state = {"debug": False}
 
 
-@app.callback()
 def _root(
     ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
@@ -112,8 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     Typer's standalone mode handles usage errors and ``typer.Exit``; it always ends in
     SystemExit.
     """
+    args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv)
+        build_app(_chosen(args))(args=args)
     except StalwartError as exc:
         if _state["debug"]:
             raise
