@@ -40,9 +40,12 @@ def test_a_daemon_start_imports_its_noun_only(noun: str) -> None:
     assert len(loaded & everything) < len(everything) / 4, sorted(loaded)
 
 
-def test_the_root_help_lists_every_noun_and_command(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("argv", [["--help"], ["--help", "master"]])
+def test_the_root_help_lists_every_noun_and_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit):
-        main(["--help"])
+        main(argv)
     shown = capsys.readouterr().out
     hidden = {name for name, (_, _, is_hidden) in _GROUPS.items() if is_hidden}
     for name in [*_GROUPS, *_COMMANDS]:

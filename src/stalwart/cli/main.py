@@ -79,11 +79,14 @@ def build_app(only: str | None = None) -> typer.Typer:
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
-    """The noun or command ``argv`` runs, when it is a known one (past the root's options)."""
+    """The noun or command ``argv`` runs, when it is a known one (past the root's options); None
+    when the root's own help comes first (``stalwart --help master`` lists every noun)."""
     args = iter(argv)
     for arg in args:
         if arg in _VALUED_OPTIONS:
             next(args, None)
+        elif arg == "--help":
+            return None
         elif not arg.startswith("-"):
             return arg if arg in _GROUPS or arg in _COMMANDS else None
     return None
