@@ -165,6 +165,9 @@ def test_kill_stops_every_rank_sigkill_after_the_grace(
 ) -> None:
     polite, stubborn = task_spec(trial, SLEEPER), task_spec(trial, STUBBORN, rank=1)
     daemon.apply(SyncResponse(start=[polite, stubborn]))
+    for spec in (polite, stubborn):  # RUNNING, as the loop's next refresh sees them: the kill
+        # signals at once (one that finds the starter still busy signals at the refresh after)
+        assert until_started(daemon, spec).state == "RUNNING"
     wait_for(
         "the children to start",
         lambda: all("up" in output(daemon, spec) for spec in (polite, stubborn)),
