@@ -85,8 +85,11 @@ def apply_sync(
     known = session.get(Agent, agent_id)
     changed = record and (known is None or not known.connected)
     slots = [(s.id, s.device_type, s.brand, s.uuid) for s in request.slots]
-    report = report_digest(request.version, request.resource_pool, request.addresses, slots)
-    if record and not changed and known is not None and known.registered_report == report:
+    # Only a recorded sync from a connected agent compares its report (the digest costs a hash).
+    registered = None if not record or changed or known is None else known.registered_report
+    if registered is not None and registered == report_digest(
+        request.version, request.resource_pool, request.addresses, slots
+    ):
         heartbeat(session, agent_id, now=now)  # the report it registered with, repeated
     elif record:
         register_agent(

@@ -48,10 +48,7 @@ SCHEMA_CACHE_VARIABLE = "STALWART_SQLITE_SCHEMA_CACHE"
 
 
 def _config(engine: Engine) -> Config:
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(_SCRIPTS))
+    cfg = _config_without_engine()
     cfg.attributes["engine"] = engine
     return cfg
 
