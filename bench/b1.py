@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import _config, _create, _login, _wait
+from bench.cluster import _config, _create, _ended_at, _login, _wait
 from bench.common import (
     REPO,
     BenchError,
@@ -138,10 +138,10 @@ def _stalwart(trials: int, work: Path) -> dict[str, Any]:
         cluster.start_agent("bench", slots=SLOTS)
         client = _login(cluster.url)
         startup = time.monotonic() - started
-        started = time.monotonic()
+        started_at = time.time()
         exp_id = _create(client, experiment, {"trial.py": TRIAL})
-        state = _wait(client, exp_id, trials / SLOTS * 10 + 120, trials / SLOTS)
-        wall = time.monotonic() - started
+        state = _wait(client, exp_id, trials / SLOTS * 10 + 120, trials / SLOTS, every=1.0)
+        wall = _ended_at(cluster.home / "master.db", exp_id) - started_at
         client.close()
         states = _trial_states(cluster.home / "master.db", exp_id)
     finally:

@@ -69,10 +69,12 @@ def _create(client: httpx.Client, config: str, files: dict[str, str]) -> int:
     return int(response.json()["experiment"]["id"])
 
 
-def _wait(client: httpx.Client, exp_id: int, timeout: float, floor: float = 0.0) -> str:
-    """The experiment's final state, polled every 0.1 s; during the first ``floor`` seconds
-    (less one), when it cannot have finished, only every second: the master measured should
-    serve the experiment, not the benchmark's polling."""
+def _wait(
+    client: httpx.Client, exp_id: int, timeout: float, floor: float = 0.0, *, every: float = 0.1
+) -> str:
+    """The experiment's final state, polled ``every`` seconds; during the first ``floor``
+    seconds (less one), when it cannot have finished, only every second: the master measured
+    should serve the experiment, not the benchmark's polling."""
     started = time.monotonic()
     deadline = started + timeout
     while time.monotonic() < deadline:
@@ -80,8 +82,29 @@ def _wait(client: httpx.Client, exp_id: int, timeout: float, floor: float = 0.0)
         if state in ("STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR"):
             return state
         early = time.monotonic() - started < floor - 1.0
-        time.sleep(1.0 if early else 0.1)
+        time.sleep(max(every, 1.0) if early else every)
     raise BenchError(f"experiment {exp_id} did not finish within {timeout:g}s")
+
+
+def _ended_at(db: Path, exp_id: int) -> float:
+    """When the master recorded the experiment's end (its ``end_time``), in epoch seconds: a
+    search's wall time ends there, however often the benchmark polls."""
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("select end_time from experiments where id = ?", (exp_id,)).fetchone()
+    ended = _epoch(row[0] if row else None)
+    if ended is None:
+        raise BenchError(f"experiment {exp_id} has no end time")
+    return ended
+
+
+def _epoch(text: str | None) -> float | None:
+    """Epoch seconds of a stored time (naive means UTC); None stays None."""
+    if text is None:
+        return None
+    value = dt.datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.timestamp()
 
 
 def _times(db: Path, exp_id: int) -> list[tuple[int, float, float | None]]:
@@ -92,16 +115,7 @@ def _times(db: Path, exp_id: int) -> list[tuple[int, float, float | None]]:
             "join trials t on t.task_id = a.task_id where t.experiment_id = ? order by a.id",
             (exp_id,),
         ).fetchall()
-
-    def epoch(text: str | None) -> float | None:
-        if text is None:
-            return None
-        value = dt.datetime.fromisoformat(text)
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        return value.timestamp()
-
-    return [(int(t), epoch(s) or 0.0, epoch(e)) for t, s, e in rows]
+    return [(int(t), _epoch(s) or 0.0, _epoch(e)) for t, s, e in rows]
 
 
 def _config(name: str, entrypoint: str, trials: int, concurrent: int) -> str:
@@ -145,10 +159,10 @@ def _sleep_trials(
     cluster: LocalCluster, client: httpx.Client, trials: int, slots: int
 ) -> list[Measurement]:
     floor = trials * 1.0 / slots
-    started = time.monotonic()
+    started = time.time()
     exp_id = _create(client, _config("sleep-1s", "sleep 1", trials, slots), {})
-    state = _wait(client, exp_id, floor * 10 + 120, floor)
-    wall = time.monotonic() - started
+    state = _wait(client, exp_id, floor * 10 + 120, floor, every=1.0)
+    wall = _ended_at(cluster.home / "master.db", exp_id) - started
     if state != "STATE_COMPLETED":
         raise BenchError(f"the experiment ended {state}")
     times = _times(cluster.home / "master.db", exp_id)
