@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -75,6 +75,11 @@ class Caller:
     user: User
     allocation_id: str | None = None
     session_id: int | None = None
+    loaded: tuple[object, ...] = field(default=(), compare=False, repr=False)
+    """Rows authentication loaded (a task's allocation and task), referenced for the request:
+    the session's identity map keeps only objects something refers to, and with them there
+    the request's own lookups by key (:func:`stalwart.master.policy.authorize_reports`) need
+    no query."""
 
 
 def _bearer(value: str | None) -> str | None:
@@ -127,7 +132,7 @@ def _allocation_caller(request: Request, session: Session, token: str) -> Caller
     policy.authorize_allocation_request(
         session, allocation, task, endpoint_name(request), request.path_params
     )
-    return Caller(owner, allocation_id=allocation.id)
+    return Caller(owner, allocation_id=allocation.id, loaded=(allocation, task))
 
 
 def _live_session(session: Session, state: MasterState, token: str) -> UserSession | None:

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import case, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from stalwart.master.db.bulk import execute_many, upsert_of
 from stalwart.master.db.tables import MetricReport, TrialMetricSummary
 
 __all__ = ["GROUP", "add_reports", "rebuild", "summarize_rows"]
@@ -75,26 +75,32 @@ def summarize_rows(
     return list(out.values())
 
 
-def _upsert(session: Session, summaries: Sequence[dict[str, Any]]) -> None:
-    if not summaries:
-        return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(_T)
+_TABLE = _T.metadata.tables[_T.__tablename__]
+_COLUMNS = ("trial_id", "group", "name", "min", "max", "sum", "count", "last", "last_steps")
+
+
+def _upsert_statement(dialect: str) -> Any:
+    stmt = upsert_of(dialect, _TABLE)
     new = stmt.excluded
-    newer = new.last_steps >= _T.last_steps  # a later report (or the same step, later)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[_T.trial_id, _T.group, _T.name],
+    t = _TABLE.c
+    newer = new.last_steps >= t.last_steps  # a later report (or the same step, later)
+    return stmt.on_conflict_do_update(
+        index_elements=[t.trial_id, t.group, t.name],
         set_={
-            "min": case((new.min < _T.min, new.min), else_=_T.min),
-            "max": case((new.max > _T.max, new.max), else_=_T.max),
-            "sum": _T.sum + new.sum,
-            "count": _T.count + new.count,
-            "last": case((newer, new.last), else_=_T.last),
-            "last_steps": case((newer, new.last_steps), else_=_T.last_steps),
+            "min": case((new.min < t.min, new.min), else_=t.min),
+            "max": case((new.max > t.max, new.max), else_=t.max),
+            "sum": t.sum + new.sum,
+            "count": t.count + new.count,
+            "last": case((newer, new.last), else_=t.last),
+            "last_steps": case((newer, new.last_steps), else_=t.last_steps),
         },
     )
-    session.execute(stmt, sorted(summaries, key=lambda r: (r["trial_id"], r["name"])))
+
+
+def _upsert(session: Session, summaries: Sequence[dict[str, Any]]) -> None:
+    execute_many(
+        session, _upsert_statement, _COLUMNS, [tuple(r[c] for c in _COLUMNS) for r in summaries]
+    )
 
 
 def add_reports(session: Session, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -30,15 +30,15 @@ need from the reports, as before 0021.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import bindparam, case, delete, null, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from stalwart.master.db.bulk import execute_many, upsert_of
 from stalwart.master.db.tables import MetricReport, MetricRollup, MetricSeries, Trial
 from stalwart.master.services.summary_metrics import fold, fold_numbers, takes_numbers
 
@@ -162,13 +162,9 @@ _ROLLUP_COLUMNS = (
 _SERIES_COLUMNS = ("trial_id", "group", "name", "points", "newest_report")
 
 
-def _upsert_of(dialect: str, table: Any) -> Any:
-    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
-
-
 def _rollup_upsert(dialect: str) -> Any:
     t = _ROLLUPS.c
-    stmt = _upsert_of(dialect, _ROLLUPS)
+    stmt = upsert_of(dialect, _ROLLUPS)
     new = stmt.excluded
 
     def take(name: str, better: Any) -> dict[str, Any]:
@@ -195,44 +191,12 @@ def _rollup_upsert(dialect: str) -> Any:
 
 def _series_upsert(dialect: str) -> Any:
     t = _SERIES.c
-    stmt = _upsert_of(dialect, _SERIES)
+    stmt = upsert_of(dialect, _SERIES)
     new = stmt.excluded
     return stmt.on_conflict_do_update(
         index_elements=[t.trial_id, t.group, t.name],
         set_={"points": t.points + new.points, "newest_report": new.newest_report},
     )
-
-
-_COMPILED: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
-
-
-def _execute_many(
-    session: Session,
-    build: Callable[[str], Any],
-    columns: Sequence[str],
-    rows: list[tuple[Any, ...]],
-) -> None:
-    """Run the upsert ``build`` makes for a dialect on many rows (values in ``columns`` order)
-    through the driver's ``executemany``, compiled once per dialect: SQLAlchemy's per-row
-    parameter processing was most of what stored series added to the ingest, and these rows
-    hold only numbers and short strings."""
-    if not rows:
-        return
-    connection = session.connection()
-    dialect = connection.dialect
-    found = _COMPILED.get((dialect.name, build.__name__))
-    if found is None:
-        compiled = build(dialect.name).compile(dialect=dialect, column_keys=list(columns))
-        order = tuple(compiled.positiontup or ()) if dialect.positional else tuple(columns)
-        found = _COMPILED[(dialect.name, build.__name__)] = (str(compiled), order)
-    sql, order = found
-    rows.sort()  # primary key order (the key's columns come first)
-    if dialect.positional:
-        index = [columns.index(key) for key in order]
-        params: list[Any] = [tuple(row[i] for i in index) for row in rows]
-    else:
-        params = [dict(zip(columns, row, strict=True)) for row in rows]
-    connection.exec_driver_sql(sql, params)
 
 
 Report = tuple[int, int, str, int, Mapping[str, Any] | None]
@@ -337,8 +301,8 @@ def _store(session: Session, parsed: _Parsed, starts: Mapping[SeriesKey, int]) -
             key = (trial_id, group, name)
             rollups.extend(_rollups(key, starts.get(key, 0), columns))
             series.append((*key, len(columns.values), columns.reports[-1]))
-    _execute_many(session, _series_upsert, _SERIES_COLUMNS, series)
-    _execute_many(session, _rollup_upsert, _ROLLUP_COLUMNS, rollups)
+    execute_many(session, _series_upsert, _SERIES_COLUMNS, series)
+    execute_many(session, _rollup_upsert, _ROLLUP_COLUMNS, rollups)
 
 
 def _summarized(

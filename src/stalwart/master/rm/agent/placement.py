@@ -68,6 +68,8 @@ __all__ = [
     "unschedulable_reason",
 ]
 
+_SLOTS = Slot.metadata.tables[Slot.__tablename__]
+
 
 @dataclass(frozen=True)
 class Claimed:
@@ -332,18 +334,20 @@ class Claimer:
         for agent_id, slot_ids in placement:
             if not slot_ids:
                 continue
-            claimed = session.execute(
-                update(Slot)
+            # Core statements on the session's connection (the slots' objects are not kept in
+            # step: the claimer never reads a slot's holder from them), not the ORM's bulk
+            # update, which costs more than the statement.
+            claimed = session.connection().execute(
+                update(_SLOTS)
                 .where(
-                    Slot.agent_id == agent_id,
-                    Slot.slot_id.in_(list(slot_ids)),
-                    Slot.allocation_id.is_(None),
-                    Slot.enabled.is_(True),
+                    _SLOTS.c.agent_id == agent_id,
+                    _SLOTS.c.slot_id.in_(list(slot_ids)),
+                    _SLOTS.c.allocation_id.is_(None),
+                    _SLOTS.c.enabled.is_(True),
                 )
                 .values(allocation_id=allocation_id)
-                .execution_options(synchronize_session=False)
             )
-            if claimed.rowcount != len(slot_ids):  # type: ignore[attr-defined]
+            if claimed.rowcount != len(slot_ids):
                 self._unclaim(allocation_id)
                 return None
         agent_ids = [agent_id for agent_id, _ in placement]
@@ -370,11 +374,8 @@ class Claimer:
 
     def _unclaim(self, allocation_id: str) -> None:
         """Undo this claim's compare-and-set of slots (they were free: free them again)."""
-        self._session.execute(
-            update(Slot)
-            .where(Slot.allocation_id == allocation_id)
-            .values(allocation_id=None)
-            .execution_options(synchronize_session=False)
+        self._session.connection().execute(
+            update(_SLOTS).where(_SLOTS.c.allocation_id == allocation_id).values(allocation_id=None)
         )
 
     def _used_offsets(self, agent_ids: Sequence[str]) -> set[int]:
