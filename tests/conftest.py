@@ -6,7 +6,7 @@ Parallel workers (``make test`` runs pytest-xdist with ``--dist loadfile``):
 
 - each test module runs whole on one worker (its module-scoped masters are started once), and
   the modules of each :data:`SERIAL_GROUPS` group share one worker, one after another (they use
-  one machine-wide service: the Slurm cluster); see :func:`pytest_xdist_make_scheduler`;
+  one machine-wide service or slow shared fixtures); see :func:`pytest_xdist_make_scheduler`;
 - each worker's masters give their tasks ports of their own
   (``STALWART_CLUSTER__TASK_PORT_OFFSET``, :data:`PORT_OFFSETS_PER_WORKER` apart), so notebooks and
   distributed trials of two workers on this host never collide.
@@ -34,9 +34,16 @@ TESTS = Path(__file__).resolve().parent
 SERIAL_GROUPS: dict[str, tuple[str, ...]] = {
     "real-slurm": ("tests/slurm/test_master_", "tests/slurm/test_real_slurm.py"),
     "browser": ("tests/ui/",),
+    "fixed-paths": (
+        "tests/agent/test_isolation.py",
+        "tests/agent/test_identity.py",
+        "tests/compat/test_det_harness_fallback.py",
+    ),
 }
 """Modules (by path prefix) that run on one worker, one after another: either they share one
-machine-wide service (the real Slurm cluster has room for one test's jobs at a time), or they
+machine-wide service (the real Slurm cluster has room for one test's jobs at a time; the
+node-wide ``/run/determined`` and ``/determined_shared_fs`` that official tasks see when an
+agent runs them without namespaces, which one test links under a lock of its own), or they
 share package-scoped fixtures that take long to make (the browser tests' chromium, master, agent
 and completed search: ``tests/ui/conftest.py``), which pytest makes once when the package's
 modules run together and again for each module when other modules come between them."""
