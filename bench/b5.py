@@ -21,7 +21,6 @@ one after another after one ``ray.init`` (not counted, as starting the master an
 from __future__ import annotations
 
 import ast
-import datetime as dt
 import json
 import os
 import shutil
@@ -35,7 +34,7 @@ from typing import Any
 import httpx
 
 from bench.b1 import ensure_peers_venv
-from bench.cluster import _create, _launch_latency, _login, _wait
+from bench.cluster import _create, _epoch, _launch_latency, _login, _wait
 from bench.common import (
     BenchError,
     Measurement,
@@ -68,15 +67,6 @@ with det.core.init() as core_context:
 stamps["closed"] = time.time()
 open(os.path.join(os.environ["STAMPS"], "stamps"), "w").write(repr(stamps))
 """
-
-
-def _epoch(text: str | None) -> float | None:
-    if text is None:
-        return None
-    value = dt.datetime.fromisoformat(text)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.timestamp()
 
 
 def _first_times(db: Path, exp_id: int) -> tuple[float | None, float | None]:
