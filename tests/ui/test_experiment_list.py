@@ -300,6 +300,44 @@ def test_saved_views_live_in_the_users_settings(
     assert not [s for s in stored["settings"] if s.get("storagePath") == "experiments-views"]
 
 
+GO_ON_AT_ONCE = """(target) => {
+    const title = Object.getOwnPropertyDescriptor(Document.prototype, "title");
+    Object.defineProperty(document, "title", {
+        configurable: true,
+        get() { return title.get.call(document); },
+        set(value) {
+            title.set.call(document, value);
+            if (!value.startsWith("Experiments")) return;
+            delete document.title;
+            location.hash = target;
+        },
+    });
+}"""
+"""Install in the page: when the experiments list names the tab (its first effect, before the
+effect that writes its choices into the address), go to ``target`` at once, as a quick user
+does on a slow machine."""
+
+
+def test_going_on_before_the_list_settles_stays_where_the_user_went(
+    page: Page, listed: ListMaster
+) -> None:
+    """The list writes its choices into the address once it is shown; a user who went on to
+    another page before that write ran stays there (the write is dropped), and the list's own
+    writes still land while it is shown."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{listed.url}/")
+    page.evaluate(GO_ON_AT_ONCE, "#/models")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill("")
+    page.get_by_label("Password").press("Enter")
+    expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+    expect(page).to_have_url(re.compile(r"#/models$"))
+    page.goto(f"{listed.url}/#/experiments")
+    page.locator("#filter-label").fill("listed")
+    expect(page).to_have_url(re.compile(r"#/experiments\?.*label=listed"))
+
+
 def _state(master: ListMaster, exp_id: int) -> dict[str, Any]:
     answer = httpx.get(f"{master.url}/api/v1/experiments/{exp_id}", headers=master.headers)
     assert answer.status_code == 200, answer.text

@@ -1,7 +1,7 @@
 // What every page uses from the shell: toasts, error handling (a 401 goes to sign-in), polling
 // tied to the page's life, and the query part of the hash (#/experiments?state=ACTIVE).
 import { createContext, useCallback, useContext, useEffect, useLayoutEffect, useRef } from "react";
-import { NavigationType, useNavigationType, useSearchParams } from "react-router-dom";
+import { NavigationType, useLocation, useNavigationType, useSearchParams } from "react-router-dom";
 import { ApiError } from "./api";
 
 export interface Shell {
@@ -72,14 +72,25 @@ export function useRead(read: (signal: AbortSignal) => Promise<unknown>, key: st
   return now;
 }
 
+/** `path` decoded (as the router's location may hold it), or as it is when it does not decode. */
+const decoded = (path: string): string => {
+  try { return decodeURI(path); } catch { return path; }
+};
+/** The hash's path, as the address bar has it now (the router may not have rendered it yet). */
+const addressPath = (): string => decoded(window.location.hash.replace(/^#/, "").split("?")[0] || "/");
+
 /** The hash's query, and a setter that replaces it (empty values dropped) without adding a
  * history entry. `onExternal` runs when the query changes by other means (a link followed, an
  * address typed, back or forward: a POP navigation), and the page reads its choices from it
  * again; the page's own writes (REPLACE) never come back to it, even when the router renders an
- * older one late. */
+ * older one late. A write made once the address has left the page's path (the user went on
+ * before the page's effect ran) is dropped: it would replace the new address with the page's. */
 export function useHashQuery(onExternal?: (params: URLSearchParams) => void): [URLSearchParams, (params: Record<string, string>) => void] {
   const [params, setParams] = useSearchParams();
   const navigationType = useNavigationType();
+  const { pathname } = useLocation();
+  const pathRef = useRef(pathname);
+  useLayoutEffect(() => { pathRef.current = pathname; });
   const search = params.toString();
   const written = useRef(search);
   const external = useRef(onExternal);
@@ -96,6 +107,7 @@ export function useHashQuery(onExternal?: (params: URLSearchParams) => void): [U
   const set = useCallback((values: Record<string, string>) => {
     const kept: Record<string, string> = {};
     for (const [k, v] of Object.entries(values)) if (v) kept[k] = v;
+    if (addressPath() !== decoded(pathRef.current)) return;
     written.current = new URLSearchParams(kept).toString();
     setParamsRef.current(kept, { replace: true });
   }, []);
