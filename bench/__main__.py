@@ -1,4 +1,5 @@
-"""``python -m bench run [--quick] [NAME...]`` and ``python -m bench list``.
+"""``python -m bench run [--quick] [NAME...]``, ``python -m bench list``, and ``python -m bench
+handovers [--trials N] [--workdir DIR]`` (B1's handovers stage by stage: :mod:`bench.handovers`).
 
 Exit status: 0 when every benchmark ran (and, with ``--check``, met its targets); 1 when
 ``--check`` finds a missed target; 2 when a benchmark could not run.
@@ -19,6 +20,7 @@ from bench import (
     b5,
     cluster,
     experiment_list,
+    handovers,
     harness,
     importer,
     load,
@@ -98,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the benchmarks")
+    trace = sub.add_parser(
+        "handovers", help="B1's Stalwart part traced: where a handover's time goes, by stage"
+    )
+    trace.add_argument("--trials", type=int, default=320, help="trials (320; at least 32)")
+    trace.add_argument("--workdir", type=Path, help="keep the run here (kept)")
     run = sub.add_parser("run", help="run benchmarks (all when no NAME is given)")
     run.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run")
     run.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
@@ -136,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         for name, (_, description) in BENCHMARKS.items():
             print(f"{name:14} {description}")
+        return 0
+    if args.command == "handovers":
+        if args.trials < 32:
+            print("--trials must be at least 32 (two waves of 16 make the first handovers)")
+            return 2
+        handovers.run(args.trials, args.workdir)
         return 0
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Literal
 
 import stalwart
+from stalwart import handovers
 from stalwart.agent.determined_env import DeterminedEnv
 from stalwart.agent.logs import ContainerLog, LogContext, as_log_line
 from stalwart.agent.prepull import Prepuller
@@ -256,6 +257,7 @@ class Daemon:
                 or now - container.exited_at >= self.settings.exit_log_wait_seconds
             ):
                 container.phase = "EXITED"
+                handovers.mark("agent.exit_ready", [container.spec.allocation_id])
                 changed = True
         return changed
 
@@ -277,6 +279,7 @@ class Daemon:
         return True
 
     def _exiting(self, container: Container, line: str) -> None:
+        handovers.mark("agent.exit", [container.spec.allocation_id])
         container.phase = "EXITING"
         container.kill_at = None
         container.exited_at = self.clock()
@@ -306,6 +309,7 @@ class Daemon:
         return started
 
     def _start(self, spec: TaskSpec) -> None:
+        handovers.mark("agent.start_received", [spec.allocation_id])
         stream = self.shipper.open(
             LogContext(
                 task_id=spec.task_id,
@@ -345,6 +349,7 @@ class Daemon:
         if container.cancelled.is_set():
             return _Outcome("skipped")
         spec = container.spec
+        handovers.mark("agent.prepare", [spec.allocation_id])
         env: DeterminedEnv | None = None
         try:
             mapped = mapped_python(spec.image, self.settings.pythons)
@@ -379,7 +384,9 @@ class Daemon:
             return _Outcome("skipped", workspace=workspace)
         try:
             mark_started(workspace.root)
+            handovers.mark("agent.spawn", [container.spec.allocation_id])
             handle = self.runner.start(container.spec, workspace, container.log.line)
+            handovers.mark("agent.spawned", [container.spec.allocation_id])
         except Exception as exc:  # sorted out by _start_error
             return _Outcome("failed", workspace=workspace, error=exc)
         return _Outcome("started", workspace=workspace, handle=handle)

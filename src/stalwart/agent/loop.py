@@ -51,6 +51,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
+from stalwart import handovers
 from stalwart._retry import RetryPolicy, describe, retry_after, retryable_response
 from stalwart.agent.containers import ContainerRunner
 from stalwart.agent.context import fetch_context
@@ -114,6 +115,9 @@ async def post_sync(
     url = f"{settings.master_url}/api/v1/agents/{quote(settings.agent_id, safe='')}/sync"
     timeout = httpx.Timeout(request.wait_seconds + 15.0, connect=5.0)
     presented = settings.token if token is None else token
+    if handovers.ON:
+        exited = [c.allocation_id for c in request.containers if c.state == "EXITED"]
+        handovers.mark("agent.sync_sent", exited)
     try:
         resp = await client.post(
             url,

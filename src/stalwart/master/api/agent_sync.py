@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from stalwart import handovers
 from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncResponse
 from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master.api.deps import long_poll
@@ -159,6 +160,9 @@ async def sync_agent(
         return await run_in_threadpool(_enroll, state, agent_id)
     body, token_hash = auth.body, auth.verdict.token_hash
     assert token_hash is not None
+    if handovers.ON:
+        exited = [c.allocation_id for c in body.containers if c.state == "EXITED"]
+        handovers.mark("master.sync_received", exited)
     recorded = await run_in_threadpool(_sync, state, agent_id, body)
     outcome = recorded.outcome
     wait = min(body.wait_seconds, state.settings.cluster.agent_timeout / 3)

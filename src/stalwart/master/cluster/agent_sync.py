@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from stalwart import handovers
 from stalwart.agent.protocol import ContainerStatus, SyncRequest, SyncResponse, TaskSpec
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
@@ -135,6 +136,7 @@ def apply_sync(
                 set_container_state(
                     session, row, "EXITED", exit_code=status.exit_code, reason=status.exit_reason
                 )
+                handovers.mark("master.exit_recorded", [status.allocation_id])
                 changed = True
                 if status.logs and allocation is not None:
                     _store_last_lines(session, agent_id, allocation, status)
@@ -175,6 +177,7 @@ def apply_sync(
             changed = True
             continue
         start.append(TaskSpec.model_validate(row.spec))
+        handovers.mark("master.start_sent", [row.allocation_id])
     if record:
         session.commit()
     response = SyncResponse(

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, undefer
 
+from stalwart import handovers
 from stalwart.master.cluster.checkpoint_gc import collect_experiment
 from stalwart.master.cluster.lifecycle import TrialExit, end_allocation, master_log
 from stalwart.master.cluster.search import DRIVEN_STATES, drive
@@ -245,6 +246,7 @@ class ClusterLoop:
                 reason = first.exit_reason if first is not None else None
                 exit_ = end_allocation(session, allocation, code, reason)
                 self._commit(session)
+                handovers.mark("master.allocation_ended", [allocation.id])
                 if exit_ is not None:
                     exits.append(exit_)
             elif failed and allocation.state != "TERMINATING":

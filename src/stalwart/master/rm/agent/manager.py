@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from stalwart import handovers
 from stalwart.agent.protocol import DeviceType
 from stalwart.environments.prepull import PrepullSettings
 from stalwart.master.cluster.lifecycle import TrialExit, master_log
@@ -105,9 +106,11 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
                 first_port_offset=self.state.settings.cluster.task_port_offset,
                 startup_hook_of=self.state.settings.startup_hook,
             )
-            for claimed in claimer.claim_all(decision.assignments):
+            claims = claimer.claim_all(decision.assignments)
+            for claimed in claims:
                 woken.update(claimed.agent_ids)
             session.commit()
+            handovers.mark("master.claimed", [claimed.allocation_id for claimed in claims])
         for agent_id in sorted(woken):
             self.state.notifier.notify(agent_key(agent_id))
         for allocation_id in decision.preemptions:
