@@ -51,7 +51,7 @@ from bench.common import (
 )
 from stalwart.local import LocalCluster
 
-__all__ = ["NAME", "PEERS", "ensure_peers_venv", "run", "trial_gaps"]
+__all__ = ["NAME", "PEERS", "ensure_peers_venv", "run", "stamped_spans", "trial_gaps"]
 
 NAME = "b1"
 SLOTS = 16
@@ -146,10 +146,7 @@ def _stalwart(trials: int, work: Path) -> dict[str, Any]:
         states = _trial_states(cluster.home / "master.db", exp_id)
     finally:
         cluster.stop()
-    spans = []
-    for stamp in stamps.iterdir():
-        start, end = stamp.read_text().split()
-        spans.append((float(start), float(end)))
+    spans = list(stamped_spans(stamps).values())
     gaps = trial_gaps(spans, SLOTS)
     return {
         "wall_s": wall,
@@ -161,6 +158,16 @@ def _stalwart(trials: int, work: Path) -> dict[str, Any]:
         "version": _stalwart_version(),
         "span_source": "stamped by the trial (first line, before imports; after its report)",
     }
+
+
+def stamped_spans(stamps: Path) -> dict[int, tuple[float, float]]:
+    """Trial id -> (first line, after its report), as :data:`TRIAL` stamped them in
+    ``stamps`` (one file per trial, named by its id)."""
+    spans = {}
+    for stamp in stamps.iterdir():
+        start, end = stamp.read_text().split()
+        spans[int(stamp.name)] = (float(start), float(end))
+    return spans
 
 
 def _trial_states(db: Path, exp_id: int) -> list[str]:

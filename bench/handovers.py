@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from bench.b1 import SLOTS, _stalwart
+from bench.b1 import SLOTS, _stalwart, stamped_spans
 from bench.common import percentile
 from stalwart.handovers import ENV, STAGES
 
@@ -81,10 +81,7 @@ def _successions(
 def steps(db: Path, stamps: Path, trace: Path) -> list[Step]:
     """The handover steps of a traced B1 run: its master's database, the trials' stamp
     directory and the trace file (see the module docstring); the last is the whole handover."""
-    spans = {}
-    for stamp in stamps.iterdir():
-        start, end = stamp.read_text().split()
-        spans[int(stamp.name)] = (float(start), float(end))
+    spans = stamped_spans(stamps)
     times = _first_times(trace)
     samples: dict[str, list[float]] = defaultdict(list)
     for ended, ended_trial, successor, successor_trial in _successions(db, spans):
