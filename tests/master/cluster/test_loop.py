@@ -547,16 +547,30 @@ def _canceled(
 def test_a_task_that_ignores_preemption_is_killed_after_the_timeout(tmp_path: Path) -> None:
     with _canceled(tmp_path, 60) as canceled:
         run, clock = canceled.run, canceled.clock
-        clock.advance(30)
+        clock.advance(59)
         run.loop.run_round()
         assert run.node.sync().kill == []  # still within the preemption timeout
-        clock.advance(31)
+        clock.advance(2)
+        run.loop.run_round(housekeeping=False)  # a busy loop's round between housekeeping
+        assert run.node.sync().kill == []
         run.loop.run_round()
         assert run.node.sync().kill == [run.spec.allocation_id]
         run.node.exit(run.spec.allocation_id, -9)
         run.node.sync()
         run.loop.run_round()
         assert _exp_state(canceled.state, run.exp_id) == "CANCELED"
+
+
+def test_the_loop_does_its_housekeeping_on_ticks_and_every_half_second_when_busy(
+    state: MasterState,
+) -> None:
+    loop = ClusterLoop(state)
+    assert loop._housekeeping_due(100.0, woken=True)  # the first round
+    assert not loop._housekeeping_due(100.2, woken=True)  # woken by an exit, 0.2 s later
+    assert not loop._housekeeping_due(100.45, woken=True)
+    assert loop._housekeeping_due(100.5, woken=True)  # half a second since the last
+    assert loop._housekeeping_due(100.6, woken=False)  # a tick: nothing else to do
+    assert not loop._housekeeping_due(100.7, woken=True)
 
 
 def test_a_validation_without_the_searcher_metric_errors_the_experiment(

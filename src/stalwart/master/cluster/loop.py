@@ -24,6 +24,12 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
    (:func:`~stalwart.master.services.series_store.build_pending`), round after round until none
    is left, then again after each sweep.
 
+Steps 6-7 are housekeeping: the loop's thread runs them on its idle ticks, on its sweeps and
+at most every ``_HOUSEKEEPING_SECONDS`` in between (step 7 also in a round with experiment
+hints, such as a kill). Their timeouts count in seconds and an allocation's end settles its
+own experiment (step 2), so checking them in every round of a busy cluster (a dozen rounds a
+second, most woken by exits) would only delay the next round.
+
 **The state lock** (``MasterState.lifecycle``) is held for steps 2-4 together (one database
 phase in one session, counted in ``ClusterHints.rounds_begun``; nothing that changes a lifecycle
 state writes without the lock, so rows the phase loaded stay true through it), for step 6-7's
@@ -71,6 +77,7 @@ log = logging.getLogger("stalwart.cluster")
 
 
 _SWEEP_SECONDS = 5.0
+_HOUSEKEEPING_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,7 @@ class ClusterLoop:
         self._preempt_seen: dict[str, float] = {}
         self._series_pending = True
         self._last_full: float | None = None
+        self._last_housekeeping: float | None = None
         self.rounds = 0
 
     @property
@@ -124,27 +132,42 @@ class ClusterLoop:
             hints.event.clear()
             if self._stop.is_set():
                 return
-            since = self.state.clock.monotonic() - (self._last_full or 0.0)
+            now = self.state.clock.monotonic()
+            since = now - (self._last_full or 0.0)
             full = not woken or hints.take_poked() or since >= self.settings.tick
+            housekeeping = self._housekeeping_due(now, woken=woken)
             try:
-                self.run_round(full=full or self._last_full is None)
+                self.run_round(full=full or self._last_full is None, housekeeping=housekeeping)
             except Exception:
                 log.exception("cluster round failed; retrying next round")
                 self._stop.wait(0.2)
 
+    def _housekeeping_due(self, now: float, *, woken: bool) -> bool:
+        """Whether the loop's next round (at ``now``; ``woken`` by a hint rather than its
+        tick) does the housekeeping steps 6-7; counts it as done when it does."""
+        last = self._last_housekeeping
+        due = not woken or last is None or now - last >= _HOUSEKEEPING_SECONDS
+        if due:
+            self._last_housekeeping = now
+        return due
+
     # -- one round ---------------------------------------------------------------------------
 
-    def run_round(self, *, full: bool = True) -> None:
+    def run_round(self, *, full: bool = True, housekeeping: bool = True) -> None:
         """Run steps 1-8 once (also callable directly, e.g. from tests).
 
         ``full=False`` (the loop's rounds woken by experiment hints alone, such as a validation
         report, within ``cluster.tick`` of the last full round) skips placement when the
         round ended and requested nothing, and the preemption and idle timeouts: nothing they
-        look at has changed, and the next full round is at most a tick away."""
+        look at has changed, and the next full round is at most a tick away.
+        ``housekeeping=False`` (the loop's rounds within ``_HOUSEKEEPING_SECONDS`` of the last
+        that had it) skips the timeouts, and settling unless experiments were hinted."""
         self.rounds += 1
         hints = self.state.hints
         if full:
             self._last_full = self.state.clock.monotonic()
+        hinted: set[int] = set()
+        sweep = False
         try:
             if not self._reattached and isinstance(self.rm, Reattaches):
                 self.rm.reattach()
@@ -155,7 +178,8 @@ class ClusterLoop:
                 held: list[object] = []  # rows the phase loaded, kept in the session's map
                 ended = self._end_allocations(session, held)
                 exits += ended.exits
-                experiments = hints.take_experiments() | {e.experiment_id for e in exits}
+                hinted = hints.take_experiments()
+                experiments = hinted | {e.experiment_id for e in exits}
                 now = self.state.clock.monotonic()
                 sweep = self._last_sweep is None or now - self._last_sweep >= _SWEEP_SECONDS
                 if sweep:
@@ -173,13 +197,14 @@ class ClusterLoop:
                 # was n, waiting for rounds_done > n, is answered with what round n+1 placed.
                 hints.rounds_done = max(hints.rounds_done, hints.rounds_begun)
             self.state.notifier.notify(ROUND_KEY)
-        with self.state.lifecycle:
-            if full:
-                self._preemption_timeouts()
-                self._idle_timeouts()
-            settled = self._settle()
-        for experiment_id in settled:  # file deletions: outside the lock
-            collect_experiment(self.state.sessions, experiment_id)
+        if housekeeping or hinted or sweep:
+            with self.state.lifecycle:
+                if full and (housekeeping or sweep):
+                    self._preemption_timeouts()
+                    self._idle_timeouts()
+                settled = self._settle()
+            for experiment_id in settled:  # file deletions: outside the lock
+                collect_experiment(self.state.sessions, experiment_id)
         self._build_series()
 
     def _session(self) -> Session:
@@ -205,8 +230,8 @@ class ClusterLoop:
 
     # 2. ended allocations
     def _end_allocations(self, session: Session, held: list[object]) -> _Ended:
-        """End each live allocation whose containers all exited (one commit each), or kill
-        one with a failed container while others run. The rows it loads go into ``held``."""
+        """End each live allocation whose containers all exited, or kill one with a failed
+        container while others run; one commit for all. The rows it loads go into ``held``."""
         exits: list[TrialExit] = []
         ended = (
             select(Allocation.id)
@@ -237,6 +262,8 @@ class ClusterLoop:
             .where(Experiment.id.in_(select(Task.experiment_id).where(Task.task_id.in_(task_ids))))
             .options(undefer(Experiment.searcher_state))
         )
+        ended_ids: list[str] = []
+        killed: set[str] = set()
         for allocation in allocations:
             rows = containers.get(allocation.id, [])
             failed = [r for r in rows if r.state == "EXITED" and r.exit_code != 0]
@@ -245,13 +272,14 @@ class ClusterLoop:
                 code = first.exit_code if first is not None else 0
                 reason = first.exit_reason if first is not None else None
                 exit_ = end_allocation(session, allocation, code, reason)
-                self._commit(session)
-                handovers.mark("master.allocation_ended", [allocation.id])
+                ended_ids.append(allocation.id)
                 if exit_ is not None:
                     exits.append(exit_)
             elif failed and allocation.state != "TERMINATING":
                 set_allocation_state(session, allocation, "TERMINATING")
-                self._commit(session, Signals(kill={allocation.id}))
+                killed.add(allocation.id)
+        self._commit(session, Signals(kill=killed))  # one commit: the lock is held throughout
+        handovers.mark("master.allocation_ended", ended_ids)
         return _Ended(exits, len(allocations))
 
     # 3. searchers

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
@@ -232,12 +232,16 @@ def assign_slots(
 
 
 def release_slots(session: Session, allocation_id: str) -> int:
-    """Free every slot held by an allocation; returns how many were freed."""
-    held = list(session.scalars(select(Slot).where(Slot.allocation_id == allocation_id)))
-    for slot in held:
-        slot.allocation_id = None
-    session.flush()
-    return len(held)
+    """Free every slot held by an allocation; returns how many were freed. One UPDATE (slot
+    rows already loaded in the session are updated with it; pending changes are flushed
+    first)."""
+    freed: CursorResult[Any] = session.execute(  # type: ignore[assignment]
+        update(Slot)
+        .where(Slot.allocation_id == allocation_id)
+        .values(allocation_id=None)
+        .execution_options(synchronize_session="evaluate")
+    )
+    return freed.rowcount
 
 
 def set_agent_enabled(session: Session, agent_id: str, *, enabled: bool, drain: bool) -> Agent:

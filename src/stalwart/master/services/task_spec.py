@@ -167,9 +167,9 @@ def allocation_task_specs(
     startup_hook: str | None = None,
 ) -> list[TaskSpec] | None:
     """The specs of an allocation's containers, read from the database: a trial's (one query
-    for the trial, its experiment and owner; one for its latest checkpoint) or an interactive
-    task's (:func:`interactive_task_specs`); None when the task is gone. Used by agent
-    placement and by batch (Slurm, PBS, Kubernetes) submission. Every spec carries
+    for the trial, its experiment, owner and workspace; one for its latest checkpoint) or an
+    interactive task's (:func:`interactive_task_specs`); None when the task is gone. Used by
+    agent placement and by batch (Slurm, PBS, Kubernetes) submission. Every spec carries
     ``startup_hook`` (the pool's configured one), which the node sources before the command.
     """
     task = session.get(Task, allocation.task_id)
@@ -188,18 +188,17 @@ def allocation_task_specs(
         )
         return [spec.model_copy(update={"startup_hook": startup_hook}) for spec in specs]
     found = session.execute(
-        select(Trial, Experiment, User, Experiment.model_definition.is_not(None))
+        select(Trial, Experiment, User, Workspace, Experiment.model_definition.is_not(None))
         .join(Task, Task.trial_id == Trial.id)
         .join(Experiment, Experiment.id == Trial.experiment_id)
         .outerjoin(User, User.id == Experiment.owner_id)
+        .outerjoin(Project, Project.id == Experiment.project_id)
+        .outerjoin(Workspace, Workspace.id == Project.workspace_id)
         .where(Task.task_id == allocation.task_id)
     ).one_or_none()
     if found is None:
         return None
-    trial, experiment, owner, has_context = found
-    workspace = session.scalar(
-        select(Workspace).join(Project).where(Project.id == experiment.project_id)
-    )
+    trial, experiment, owner, workspace, has_context = found
     latest = session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
     warm_start = False
     if latest is None and trial.warm_start_checkpoint:
