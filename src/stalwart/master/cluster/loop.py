@@ -24,11 +24,11 @@ Each round (after a hint from the API, an agent's news, or ``cluster.tick`` seco
    (:func:`~stalwart.master.services.series_store.build_pending`), round after round until none
    is left, then again after each sweep.
 
-Steps 6-7 are housekeeping: the loop's thread runs them on its idle ticks, on its sweeps and
-at most every ``_HOUSEKEEPING_SECONDS`` in between (step 7 also in a round with experiment
-hints, such as a kill). Their timeouts count in seconds and an allocation's end settles its
-own experiment (step 2), so checking them in every round of a busy cluster (a dozen rounds a
-second, most woken by exits) would only delay the next round.
+Step 6 and the idle timeouts are housekeeping: the loop's thread checks them on its idle ticks,
+on its sweeps and at most every ``_HOUSEKEEPING_SECONDS`` in between. They count in seconds,
+so checking them in every round of a busy cluster (a dozen rounds a second, most woken by
+exits) would only delay the next round. Step 7 runs in every round: an experiment that ends
+gets its checkpoint GC in the round that ended it.
 
 **The state lock** (``MasterState.lifecycle``) is held for steps 2-4 together (one database
 phase in one session, counted in ``ClusterHints.rounds_begun``; nothing that changes a lifecycle
@@ -144,7 +144,7 @@ class ClusterLoop:
 
     def _housekeeping_due(self, now: float, *, woken: bool) -> bool:
         """Whether the loop's next round (at ``now``; ``woken`` by a hint rather than its
-        tick) does the housekeeping steps 6-7; counts it as done when it does."""
+        tick) checks the preemption and idle timeouts; counts it as done when it does."""
         last = self._last_housekeeping
         due = not woken or last is None or now - last >= _HOUSEKEEPING_SECONDS
         if due:
@@ -161,12 +161,11 @@ class ClusterLoop:
         round ended and requested nothing, and the preemption and idle timeouts: nothing they
         look at has changed, and the next full round is at most a tick away.
         ``housekeeping=False`` (the loop's rounds within ``_HOUSEKEEPING_SECONDS`` of the last
-        that had it) skips the timeouts, and settling unless experiments were hinted."""
+        that had it) skips the preemption and idle timeouts."""
         self.rounds += 1
         hints = self.state.hints
         if full:
             self._last_full = self.state.clock.monotonic()
-        hinted: set[int] = set()
         sweep = False
         try:
             if not self._reattached and isinstance(self.rm, Reattaches):
@@ -178,8 +177,7 @@ class ClusterLoop:
                 held: list[object] = []  # rows the phase loaded, kept in the session's map
                 ended = self._end_allocations(session, held)
                 exits += ended.exits
-                hinted = hints.take_experiments()
-                experiments = hinted | {e.experiment_id for e in exits}
+                experiments = hints.take_experiments() | {e.experiment_id for e in exits}
                 now = self.state.clock.monotonic()
                 sweep = self._last_sweep is None or now - self._last_sweep >= _SWEEP_SECONDS
                 if sweep:
@@ -197,14 +195,13 @@ class ClusterLoop:
                 # was n, waiting for rounds_done > n, is answered with what round n+1 placed.
                 hints.rounds_done = max(hints.rounds_done, hints.rounds_begun)
             self.state.notifier.notify(ROUND_KEY)
-        if housekeeping or hinted or sweep:
-            with self.state.lifecycle:
-                if full and (housekeeping or sweep):
-                    self._preemption_timeouts()
-                    self._idle_timeouts()
-                settled = self._settle()
-            for experiment_id in settled:  # file deletions: outside the lock
-                collect_experiment(self.state.sessions, experiment_id)
+        with self.state.lifecycle:
+            if full and (housekeeping or sweep):
+                self._preemption_timeouts()
+                self._idle_timeouts()
+            settled = self._settle()
+        for experiment_id in settled:  # file deletions: outside the lock
+            collect_experiment(self.state.sessions, experiment_id)
         self._build_series()
 
     def _session(self) -> Session:
