@@ -3,6 +3,7 @@ off-cluster; InvalidHP; the multi-slot rule; import hygiene."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from stalwart.core._storage import DirectoryStorage, storage_from_config, storag
 from stalwart.core.env import current
 from stalwart.errors import UnauthenticatedError
 from stalwart.master.db.tables import Checkpoint, StorageBackend, Trial
+from stalwart.master.services.trials import add_storage_backend
 from tests.core.conftest import FAST_RETRY, MasterServer, new_trial_environ, read_metrics
 from tests.master.conftest import make_settings
 
@@ -276,3 +278,32 @@ def test_a_refused_run_registration_is_raised_as_the_context_closes(
     ctx = build_context(env, retry=FAST_RETRY)
     with pytest.raises(UnauthenticatedError), ctx:
         pass
+
+
+def test_a_storage_the_master_named_is_not_registered_again(tmp_path: Path) -> None:
+    """With ``STALWART_STORAGE_ID`` (Stalwart's master registered the experiment config's
+    storage before the task started) ``core.init()`` posts no ``runs/start``: the context opens
+    and closes while the master is down, and a checkpoint report carries that id."""
+    server = MasterServer(make_settings(tmp_path / "home")).start()
+    try:
+        environ = new_trial_environ(server)
+        storage = json.loads(environ["DET_EXPERIMENT_CONFIG"])["checkpoint_storage"]
+        with server.state.sessions() as session:
+            storage_id = add_storage_backend(session, int(environ["DET_TRIAL_ID"]), storage)
+        assert storage_id is not None
+        env = TaskEnv.from_environ(environ | {"STALWART_STORAGE_ID": str(storage_id)})
+        assert env is not None
+        server.stop()
+        try:
+            build_context(env, retry=FAST_RETRY).close()  # nothing to wait for
+        finally:
+            server.start()
+        ctx = build_context(env, retry=FAST_RETRY)
+        with ctx, ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+            (path / "weights").write_text("1")
+        with server.state.sessions() as session:
+            checkpoint = session.get(Checkpoint, uuid)
+            assert checkpoint is not None
+            assert checkpoint.storage_id == storage_id
+    finally:
+        server.stop()

@@ -11,7 +11,9 @@ Contract:
   master's TensorBoard tasks read), uploaded automatically (``AUTO``) or by
   ``train.upload_tensorboard_files()`` (``MANUAL``); see :mod:`stalwart.core._train`.
 - A trial task calls ``POST /api/v1/runs/start`` once, as ``init()`` returns, to register its
-  checkpoint storage (the answer's ``storageId`` goes into every checkpoint report). The call
+  checkpoint storage (the answer's ``storageId`` goes into every checkpoint report), unless
+  it uses the experiment config's storage and Stalwart's master gave that storage's id in
+  ``STALWART_STORAGE_ID`` (:attr:`~stalwart.core.env.TrialEnv.storage_id`). The call
   runs in a thread of its own (:class:`RunStart`), so a trial's start does not wait for the
   master: a checkpoint report waits for its answer, and leaving the context waits for it too
   and raises what it raised (unless the block is already raising).
@@ -208,8 +210,12 @@ def _trial(
     else:
         storage = storage_from_argument(storage_arg)
     tensorboard_files = _tensorboard_files(env, trial, storage, storage_arg, configured)
-    run_start = RunStart(
-        session, {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)}
+    run_start = (
+        RunStart.known(trial.storage_id)
+        if checkpoint_storage is None and trial.storage_id is not None
+        else RunStart(
+            session, {"runId": trial.trial_id, "checkpointStorage": storage_config_of(storage_arg)}
+        )
     )
     train = TrainContext(
         session,
@@ -258,15 +264,24 @@ def _trial(
 
 class RunStart:
     """``POST /api/v1/runs/start`` in a thread of its own, started at once (see the module
-    contract): :meth:`storage_id` and :meth:`wait` block until the answer."""
+    contract): :meth:`storage_id` and :meth:`wait` block until the answer. :meth:`known`:
+    the answer is already known (no request)."""
 
     def __init__(self, session: Session, body: dict[str, Any]) -> None:
         self._storage_id: int | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(
+        self._thread: threading.Thread | None = threading.Thread(
             target=self._post, args=(session, body), name="stalwart-run-start", daemon=True
         )
         self._thread.start()
+
+    @classmethod
+    def known(cls, storage_id: int) -> RunStart:
+        """A run whose storage the master registered before the task started
+        (``STALWART_STORAGE_ID``): nothing to post or wait for."""
+        run = cls.__new__(cls)
+        run._storage_id, run._error, run._thread = storage_id, None, None
+        return run
 
     def _post(self, session: Session, body: dict[str, Any]) -> None:
         try:
@@ -277,7 +292,8 @@ class RunStart:
 
     def wait(self, *, raise_errors: bool = True) -> None:
         """Wait for the answer; raise the request's error (when ``raise_errors``)."""
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if self._error is not None and raise_errors:
             raise self._error
 

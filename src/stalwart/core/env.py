@@ -101,6 +101,10 @@ class TrialEnv:
     config: Mapping[str, Any]
     """The fully defaulted experiment config (``DET_EXPERIMENT_CONFIG``)."""
     steps_completed: int
+    storage_id: int | None = None
+    """``STALWART_STORAGE_ID``: the id under which Stalwart's master already registered the
+    experiment config's ``checkpoint_storage`` (what ``runs/start`` would answer for it); unset
+    where the master did not know it yet, and by Determined's master."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,16 @@ class _Reader:
             self.problems.append(f"{name} is not an integer: {value!r}")
             return 0
 
+    def optional_integer(self, name: str) -> int | None:
+        value = self.env.get(name)
+        if not value:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            self.problems.append(f"{name} is not an integer: {value!r}")
+            return None
+
     def optional_port(self, name: str, default: int) -> int:
         value = self.env.get(name)
         if not value:
@@ -243,6 +257,7 @@ def _read_trial(reader: _Reader) -> TrialEnv:
         hparams=reader.json_object("DET_HPARAMS"),
         config=reader.json_object("DET_EXPERIMENT_CONFIG"),
         steps_completed=reader.integer("DET_STEPS_COMPLETED"),
+        storage_id=reader.optional_integer("STALWART_STORAGE_ID"),
     )
 
 

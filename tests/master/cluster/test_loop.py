@@ -47,6 +47,7 @@ from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.services.checkpoints import CheckpointReport, report_checkpoint
 from stalwart.master.services.experiment_create import create_experiment
 from stalwart.master.services.metrics import MetricsInput, report_metrics_many
+from stalwart.master.services.trials import add_storage_backend
 from stalwart.master.state import MasterState
 from tests.master.conftest import make_settings
 
@@ -186,6 +187,27 @@ def test_a_single_trial_runs_on_the_agent_and_completes(state: MasterState) -> N
     (trial,) = _trials(state, exp_id)
     assert trial.state == "COMPLETED"
     assert _exp_state(state, exp_id) == "COMPLETED"
+
+
+def test_a_trial_s_spec_names_its_registered_checkpoint_storage(state: MasterState) -> None:
+    """Once the experiment's checkpoint storage is registered (``runs/start``), the next
+    allocation's spec carries its id, so Stalwart's harness need not register it again."""
+    loop = ClusterLoop(state)
+    node = FakeNode(state)
+    node.sync()
+    _create(state)
+    loop.run_round()
+    (first,) = node.sync().start
+    assert "STALWART_STORAGE_ID" not in first.env  # nothing registered it yet
+    storage = json.loads(first.env["DET_EXPERIMENT_CONFIG"])["checkpoint_storage"]
+    with state.sessions() as session:
+        storage_id = add_storage_backend(session, int(first.env["DET_TRIAL_ID"]), storage)
+    assert storage_id is not None
+    node.exit(first.allocation_id, 3)
+    node.sync()
+    loop.run_round()
+    (restart,) = node.sync().start
+    assert restart.env["STALWART_STORAGE_ID"] == str(storage_id)
 
 
 def test_a_failed_run_restarts_from_the_latest_checkpoint(state: MasterState) -> None:

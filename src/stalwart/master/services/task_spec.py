@@ -39,6 +39,7 @@ from stalwart.master.db.tables import (
 from stalwart.master.services.allocations import container_id
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.interactive import tensorboard_sources
+from stalwart.master.services.trials import registered_storage_id
 
 __all__ = [
     "PORT_BASES",
@@ -221,6 +222,7 @@ def allocation_task_specs(
         warm_start=warm_start,
         has_context=bool(has_context),
         workspace=workspace,
+        storage_id=registered_storage_id(session, experiment.config.get("checkpoint_storage")),
     )
     return [spec.model_copy(update={"startup_hook": startup_hook}) for spec in specs]
 
@@ -266,9 +268,11 @@ def trial_task_specs(
     has_context: bool,
     workspace: Workspace | None = None,
     warm_start: bool = False,
+    storage_id: int | None = None,
 ) -> list[TaskSpec]:
     """One spec per container of a trial's allocation (ranks in ``containers`` order); tasks
-    run as :func:`run_as_of` the owner in ``workspace`` (the experiment's)."""
+    run as :func:`run_as_of` the owner in ``workspace`` (the experiment's). ``storage_id``:
+    the experiment's checkpoint storage's id when registered (``STALWART_STORAGE_ID``)."""
     config = experiment.config  # the stored JSON, handed to the task as is
     username = owner.username if owner is not None else ""
     typed = typed_config(experiment)
@@ -301,6 +305,8 @@ def trial_task_specs(
     }
     if latest is not None:
         base_env["DET_LATEST_CHECKPOINT"] = latest.uuid
+    if storage_id is not None:
+        base_env["STALWART_STORAGE_ID"] = str(storage_id)
     trial_info = {
         "trial_id": trial.id,
         "experiment_id": experiment.id,

@@ -553,6 +553,19 @@ def storage_config_sha256(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def registered_storage_id(session: Session, config: Any) -> int | None:
+    """The id ``runs/start`` answers for checkpoint storage ``config`` when it is already
+    registered; None when it is not (or ``config`` is no config dict). Read-only: a trial's
+    spec carries it (``STALWART_STORAGE_ID``) so Stalwart's harness need not ask."""
+    if not isinstance(config, Mapping):
+        return None
+    query = select(StorageBackend.id).where(
+        StorageBackend.config_sha256 == storage_config_sha256(config)
+    )
+    found = session.scalar(query)
+    return int(found) if found is not None else None
+
+
 def add_storage_backend(
     session: Session, run_id: int, config: Mapping[str, Any] | None
 ) -> int | None:
