@@ -180,14 +180,10 @@ class _Reader:
         return value
 
     def integer(self, name: str) -> int:
-        value = self.text(name)
-        if not value:
+        if not self.text(name):  # its problem is noted
             return 0
-        try:
-            return int(value)
-        except ValueError:
-            self.problems.append(f"{name} is not an integer: {value!r}")
-            return 0
+        found = self.optional_integer(name)
+        return 0 if found is None else found
 
     def optional_integer(self, name: str) -> int | None:
         value = self.env.get(name)
