@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -87,7 +88,8 @@ def ensure_peers_venv() -> tuple[Path, float]:
     """The peers' Python, creating or refreshing ``.cache/bench-peers``; and the seconds it took.
 
     The venv is rebuilt when ``bench/requirements-peers.txt`` differs from the copy stored in it
-    at the last install (0 seconds when nothing had to be done).
+    at the last install (0 seconds when nothing had to be done). A fresh install is written to
+    disk (``os.sync``) before this returns, so its write-back does not fall into a timed part.
     """
     python = PEERS_VENV / "bin" / "python"
     stamp = PEERS_VENV / "requirements-peers.txt"
@@ -106,8 +108,12 @@ def ensure_peers_venv() -> tuple[Path, float]:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
             raise BenchError(f"could not install the peers ({' '.join(cmd[:3])}...):\n{tail}")
     stamp.write_text(wanted, encoding="utf-8")
+    # The install leaves hundreds of MB of dirty pages; written back during a timed part,
+    # they stalled every running trial at once (docs/benchmarks.md, B1 on the seventh
+    # machine). Write them now, before anything is timed.
+    os.sync()
     took = time.monotonic() - started
-    print(f"{NAME}: peers installed in {took:.0f} s", flush=True)
+    print(f"{NAME}: peers installed in {took:.0f} s (written to disk)", flush=True)
     return python, took
 
 
