@@ -345,3 +345,24 @@ def test_a_kill_that_comes_as_the_start_ends_stops_the_task(
     daemon.apply(SyncResponse(kill=[trial.allocation_id], kill_grace_seconds=5.0))
     final = until_exited(daemon, spec)
     assert (final.exit_code, final.exit_reason) == (-15, "killed by SIGTERM")
+
+
+def test_the_reports_a_task_left_in_its_spool_travel_with_its_exit(
+    daemon: Daemon, master: Master, trial: TrialEnv
+) -> None:
+    """What Stalwart's harness hands over when it closes (``STALWART_REPORTS_SPOOL``) is in the
+    exit's report, and only there; a file that is not a batch body is said in the log."""
+    batch = {"reports": [{"group": "validation", "metrics": {"trialId": 1, "stepsCompleted": 5}}]}
+    script = (
+        "import json, os, pathlib\n"
+        "spool = pathlib.Path(os.environ['STALWART_REPORTS_SPOOL'])\n"
+        f"(spool / 'reports-1.json').write_text(json.dumps({batch!r}))\n"
+        "(spool / 'reports-2.json').write_text('not json')\n"
+    )
+    spec = task_spec(trial, script)
+    daemon.apply(SyncResponse(start=[spec]))
+    final = until_exited(daemon, spec)
+    assert final.exit_code == 0
+    assert final.reports == batch["reports"]
+    lines = [e["log"] for e in every_line(master, daemon, trial.task_id)]
+    assert any("reports-2.json could not be read" in line for line in lines), lines

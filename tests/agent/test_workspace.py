@@ -22,10 +22,12 @@ from stalwart.agent.context import (
 from stalwart.agent.protocol import TaskSpec
 from stalwart.agent.settings import PythonMapping
 from stalwart.agent.workspace import (
+    REPORTS_MAX_BYTES,
     choose_python,
     container_dir,
     prepare_workspace,
     python_executable,
+    read_reports,
     remove_workspace,
 )
 from stalwart.errors import InvalidArgumentError
@@ -177,6 +179,7 @@ def test_prepare_writes_info_files_workdir_and_environment(tmp_path: Path, trial
         "DET_AGENT_ID": "agent-7",
         "DET_RUN_DIR": str(run_dir),
         "DET_WORKDIR": str(workdir),
+        "STALWART_REPORTS_SPOOL": str(run_dir / "reports"),
         "PYTHONUNBUFFERED": "1",
         "DET_PYTHON_EXECUTABLE": sys.executable,
         "PATH": f"{bin_dir}:/usr/bin:/bin",
@@ -187,6 +190,7 @@ def test_prepare_writes_info_files_workdir_and_environment(tmp_path: Path, trial
     assert {k: env.get(k) for k in expected} == expected
     assert "STALWART_AGENT_TOKEN" not in env
     assert env.get("VIRTUAL_ENV") != "/other/venv"
+    assert (run_dir / "reports").is_dir()  # the spool the harness writes into
 
     # Preparing again starts from scratch; removing deletes the allocation's directory.
     (workdir / "stale.txt").write_text("old")
@@ -194,6 +198,39 @@ def test_prepare_writes_info_files_workdir_and_environment(tmp_path: Path, trial
     assert not (workdir / "stale.txt").exists()
     remove_workspace(tmp_path, trial.allocation_id, 1)
     assert not (tmp_path / "tasks" / trial.allocation_id).exists()
+
+
+def report(step: int) -> dict[str, object]:
+    return {"group": "validation", "metrics": {"trialId": 1, "stepsCompleted": step}}
+
+
+def test_the_reports_spool_is_read_whole_files_oldest_first(tmp_path: Path) -> None:
+    spool = tmp_path / "reports"
+    assert read_reports(tmp_path) == ([], [])  # no spool: nothing, quietly
+    spool.mkdir()
+    (spool / "reports-b.json").write_text(json.dumps({"reports": [report(1), report(2)]}))
+    os.utime(spool / "reports-b.json", ns=(1, 1))
+    (spool / "reports-a.json").write_text(json.dumps({"reports": [report(3)]}))
+    (spool / ".reports-c.json").write_text("{")  # still being written: not read
+    (spool / "reports-d.json").write_text("[1, 2]")
+    reports, problems = read_reports(tmp_path)
+    assert reports == [report(1), report(2), report(3)]
+    assert problems == [
+        "metrics reports in reports-d.json could not be read: not a metrics batch body"
+    ]
+
+
+def test_the_reports_spool_is_read_up_to_a_bound(tmp_path: Path) -> None:
+    spool = tmp_path / "reports"
+    spool.mkdir()
+    (spool / "reports-a.json").write_text(json.dumps({"reports": [report(1)]}))
+    (spool / "reports-b.json").write_bytes(b" " * REPORTS_MAX_BYTES)
+    reports, problems = read_reports(tmp_path)
+    assert reports == [report(1)]
+    assert problems == [
+        f"metrics reports in reports-b.json not sent: the spool holds more than "
+        f"{REPORTS_MAX_BYTES} bytes"
+    ]
 
 
 def test_bad_names_are_refused(tmp_path: Path, trial: TrialEnv) -> None:

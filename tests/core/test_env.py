@@ -53,6 +53,13 @@ def test_a_trial_task() -> None:
     assert (env.trial.trial_id, env.trial.trial_run_id, env.trial.steps_completed) == (7, 2, 100)
     assert env.trial.hparams == {"lr": 0.1}
     assert env.trial.config == {"searcher": {"name": "single"}}
+    assert env.reports_spool is None  # not under Stalwart's agent
+
+
+def test_the_reports_spool_of_stalwart_s_agent() -> None:
+    env = TaskEnv.from_environ({**BASE, "STALWART_REPORTS_SPOOL": "/run/x/reports"})
+    assert env is not None
+    assert env.reports_spool == Path("/run/x/reports")
 
 
 def test_every_problem_is_named_at_once() -> None:

@@ -241,3 +241,92 @@ def test_a_checkpoint_is_reported_after_the_metrics_before_it(tmp_path: Path) ->
     train.close()
     session.close()
     assert order == [item for s in (1, 2, 3) for item in (f"metrics {s}", f"checkpoint {s}")]
+
+
+# -- under Stalwart's agent: the reports spool ---------------------------------------------------
+
+
+def spooled(spool: Path) -> list[list[int]]:
+    """The steps of each batch file the shipper left in the spool (hidden files excluded)."""
+    return [
+        [r["metrics"]["stepsCompleted"] for r in json.loads(f.read_bytes())["reports"]]
+        for f in sorted(spool.glob("reports-*.json"))
+    ]
+
+
+def test_with_a_spool_close_hands_what_is_unanswered_to_the_agent(tmp_path: Path) -> None:
+    """A trial that reports and exits does not wait for the master: the report in a post the
+    master has not answered and the queued ones go to the spool, in order, and close returns
+    with no error (the agent sends them with the exit)."""
+    in_flight = threading.Event()
+    never = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        in_flight.set()
+        never.wait(WAIT_S)  # the master does not answer before the trial is gone
+        return httpx.Response(503)
+
+    shipper, session = shipper_over(handler, spool=tmp_path)
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    assert in_flight.wait(WAIT_S)  # posted once its linger is over
+    shipper.publish(prepare_report("training", 2, {"loss": 0.5}))
+    shipper.publish(prepare_report("validation", 2, {"loss": 0.4}))
+    flushing = threading.Thread(target=shipper.flush)  # another thread waiting on the master
+    flushing.start()
+    shipper.close()  # returns although the post never will
+    flushing.join(WAIT_S)
+    assert not flushing.is_alive()  # what it waited for was handed over
+    assert spooled(tmp_path) == [[1, 2, 2]]
+    assert list(tmp_path.glob(".*")) == []  # no half-written file left
+    assert shipper.dropped == 0
+    session.close()  # cuts the post short: not a drop, the agent has those reports
+    never.set()
+    assert shipper.dropped == 0
+
+
+def test_with_a_spool_answered_reports_are_not_handed_over(tmp_path: Path) -> None:
+    posted: list[list[int]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        posted.append(steps(request))
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler, spool=tmp_path)
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    shipper.flush()  # ends the linger: posted and answered
+    assert posted == [[1]]
+    shipper.publish(prepare_report("training", 2, {"loss": 0.5}))
+    shipper.close()
+    session.close()
+    assert posted + spooled(tmp_path) == [[1], [2]]  # each report went one way, once
+
+
+def test_with_a_spool_too_much_is_posted_as_without_one(tmp_path: Path) -> None:
+    posted: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        posted.extend(steps(request))
+        return httpx.Response(200, json={})
+
+    big = {f"metric_{i}": float(i) for i in range(40_000)}  # ~0.9 MB of JSON each
+    shipper, session = shipper_over(handler, spool=tmp_path)
+    shipper.publish(prepare_report("training", 1, big))
+    shipper.publish(prepare_report("training", 2, big))
+    shipper.close()  # over SPOOL_MAX_BYTES: flushed to the master instead
+    session.close()
+    assert (sorted(posted), spooled(tmp_path)) == ([1, 2], [])
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_reports_to_a_post(tmp_path: Path) -> None:
+    posted: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        posted.extend(steps(request))
+        return httpx.Response(200, json={})
+
+    shipper, session = shipper_over(handler, spool=tmp_path / "gone")
+    shipper.publish(prepare_report("training", 1, {"loss": 1.0}))
+    shipper.close()
+    session.close()
+    assert posted == [1]
+    assert shipper.dropped == 0

@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import stalwart
 from stalwart import handovers
@@ -83,6 +83,7 @@ from stalwart.agent.workspace import (
     mapped_python,
     mark_started,
     prepare_workspace,
+    read_reports,
     remove_workspace,
 )
 from stalwart.errors import StalwartError
@@ -109,6 +110,7 @@ class Container:
     exited_at: float = 0.0
     exit_mark: int = 0
     last_lines: list[LogLine] | None = None  # taken from the shipper, sent with the exit
+    reports: list[dict[str, Any]] = field(default_factory=list)  # from its spool, ditto
     # While STARTING: the starter's work on it, or (runners that need an image, the official
     # harness's first build) a thread of its own that sets ``pulled`` when done.
     job: Future[_Outcome] | None = None
@@ -134,6 +136,7 @@ class Container:
                 exit_code=self.exit_code,
                 exit_reason=self.exit_reason,
                 logs=self.last_lines or [],
+                reports=self.reports,
                 pull_seconds=self.pull_seconds,
             )
         return ContainerStatus(
@@ -269,6 +272,16 @@ class Daemon:
         self._launched = False
         return True
 
+    def _read_reports(self, container: Container) -> None:
+        """Take the reports the task's harness left in its spool, for its exit report (its
+        process is gone: the files are whole); what cannot be read is said in the task's log,
+        before its last lines are taken."""
+        if container.workspace is None:
+            return
+        container.reports, problems = read_reports(container.workspace.run_dir)
+        for problem in problems:
+            container.log.agent_line(problem, "LOG_LEVEL_WARNING")
+
     def _take_last_lines(self, container: Container) -> bool:
         """Take the container's unshipped lines for its exit report; whether that worked."""
         entries = container.log.hand_over(self.settings.log_batch_lines)
@@ -280,6 +293,7 @@ class Daemon:
 
     def _exiting(self, container: Container, line: str) -> None:
         handovers.mark("agent.exit", [container.spec.allocation_id])
+        self._read_reports(container)
         container.phase = "EXITING"
         container.kill_at = None
         container.exited_at = self.clock()

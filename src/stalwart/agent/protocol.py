@@ -16,6 +16,10 @@ makes the protocol stateless and restart-safe on both sides:
   The container's last log lines may travel with its exit (``logs``): the master stores them
   in the transaction that records the exit (once: a repeated exit report stores nothing), so
   a log follower that sees the trial end has every line, without a separate log post first.
+  So may the metrics reports its harness had not delivered when it closed (``reports``, read
+  from the task's spool, ``STALWART_REPORTS_SPOOL``): the master stores them before it
+  records the exit (each once, whichever way it arrived), so a searcher that sees the exit
+  has seen them.
 - **Kill.** ``kill`` names allocations whose containers on this agent must stop (SIGTERM, then
   SIGKILL after ``kill_grace_seconds``); a container the master does not know is killed too.
 - **Long-poll.** With nothing to change, the master holds the answer up to ``wait_seconds`` and
@@ -37,7 +41,7 @@ Only base dependencies (pydantic) are imported here: the agent and the master sh
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,6 +108,11 @@ class ContainerStatus(_Model):
     logs: list[LogLine] = Field(
         default_factory=list,
         description="EXITED only: the container's last lines not yet shipped (see Exit above).",
+    )
+    reports: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="EXITED only: metrics reports the task's harness left in its spool, each "
+        "as an item of the batch post's ``reports`` (see Exit above).",
     )
     pull_seconds: float | None = Field(
         default=None,

@@ -5,6 +5,8 @@ Layout: ``<home>/tasks/<allocation_id>/rank-<r>/`` holds
 - ``run/`` (``DET_RUN_DIR``, 0700) with ``run/info/<name>`` written from ``TaskSpec.info_files``
   (an empty ``master_url`` in ``cluster.json`` becomes the agent's master URL) and
   ``run/dynamic-tcd-startup-hook.sh`` from ``TaskSpec.startup_hook`` (:mod:`stalwart.agent.hooks`);
+  and ``run/reports/`` (``STALWART_REPORTS_SPOOL``), where Stalwart's harness leaves the metrics
+  reports it had not delivered when it closed (:func:`read_reports` reads them at the exit);
 - ``workdir/`` (``DET_WORKDIR``, the working directory) with the extracted model definition;
 - ``stdout.log`` / ``stderr.log``, written by the runner;
 - ``started`` (:data:`STARTED_MARK`), written just before the container's process is started.
@@ -28,6 +30,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from stalwart.agent.context import extract_context
@@ -37,6 +40,8 @@ from stalwart.agent.settings import PythonMapping
 from stalwart.errors import InvalidArgumentError
 
 __all__ = [
+    "REPORTS_DIR",
+    "REPORTS_MAX_BYTES",
     "STARTED_MARK",
     "FetchContext",
     "Workspace",
@@ -49,6 +54,7 @@ __all__ = [
     "node_env",
     "prepare_workspace",
     "python_executable",
+    "read_reports",
     "remove_workspace",
 ]
 
@@ -139,12 +145,14 @@ def master_env(master_url: str) -> dict[str, str]:
 
 def node_env(*, master_url: str, agent_id: str, run_dir: str, workdir: str) -> dict[str, str]:
     """What the agent adds to ``TaskSpec.env``: the master as this node sees it, the agent id,
-    the run and working directories (as the task sees them), unbuffered Python."""
+    the run and working directories and the reports spool (as the task sees them), unbuffered
+    Python."""
     return {
         **master_env(master_url),
         "DET_AGENT_ID": agent_id,
         "DET_RUN_DIR": run_dir,
         "DET_WORKDIR": workdir,
+        "STALWART_REPORTS_SPOOL": f"{run_dir.rstrip('/')}/{REPORTS_DIR}",
         "PYTHONUNBUFFERED": "1",
     }
 
@@ -221,6 +229,7 @@ def prepare_workspace(
     run_dir, workdir = root / "run", root / "workdir"
     root.mkdir(parents=True)
     run_dir.mkdir(mode=0o700)
+    (run_dir / REPORTS_DIR).mkdir(mode=0o700)
     _write_info(run_dir / "info", spec.info_files, master_url)
     if spec.startup_hook:
         (run_dir / CONFIGURED_HOOK).write_text(spec.startup_hook, encoding="utf-8")
@@ -243,6 +252,46 @@ def remove_workspace(home: Path, allocation_id: str, rank: int) -> None:
     shutil.rmtree(root, ignore_errors=True)
     with contextlib.suppress(OSError):
         root.parent.rmdir()
+
+
+REPORTS_DIR = "reports"
+"""``run/reports/``: the task's metrics reports spool (``STALWART_REPORTS_SPOOL``)."""
+REPORTS_MAX_BYTES = 4 << 20
+"""The most :func:`take_reports` reads from one spool (the harness writes at most 1 MiB per
+closing process)."""
+
+
+def read_reports(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The reports in ``run_dir``'s spool (files ``reports-*.json``, oldest first, each a batch
+    post's body); and what could not be read, as lines for the task's log (a file that is not
+    such a body; files past ``REPORTS_MAX_BYTES`` in all). Read once, at the exit: the files go
+    with the workspace."""
+    spool = run_dir / REPORTS_DIR
+    try:
+        files = sorted(spool.glob("reports-*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))
+    except OSError:
+        return [], []
+    reports: list[dict[str, Any]] = []
+    problems: list[str] = []
+    total = 0
+    for path in files:
+        try:
+            size = path.stat().st_size
+            if total + size > REPORTS_MAX_BYTES:
+                problems.append(
+                    f"metrics reports in {path.name} not sent: the spool holds more than "
+                    f"{REPORTS_MAX_BYTES} bytes"
+                )
+                continue
+            total += size
+            body = json.loads(path.read_bytes())
+            items = body.get("reports") if isinstance(body, dict) else None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise ValueError("not a metrics batch body")
+            reports += items
+        except (OSError, ValueError) as exc:
+            problems.append(f"metrics reports in {path.name} could not be read: {exc}")
+    return reports, problems
 
 
 STARTED_MARK = "started"

@@ -226,6 +226,7 @@ def _trial(
         rank=dist.rank,
         tensorboard_mode=tensorboard_mode,
         tensorboard_files=tensorboard_files,
+        reports_spool=env.reports_spool,
     )
     max_length = parse_max_length(trial.config)
     initial_steps = trial.steps_completed

@@ -23,6 +23,15 @@ Contract:
   checkpoint and would not report them again).
 - :meth:`close` flushes: everything published before it is sent (or fails) within the session's
   retry deadline, counted from the call. A process that exits without closing flushes at exit.
+- **Under Stalwart's agent** (a ``spool`` directory, ``STALWART_REPORTS_SPOOL``) a report
+  waits up to ``LINGER_S`` for others before it is posted, and :meth:`close` does not wait for
+  the master: the reports not yet answered (queued, or in a post under way) are written to one
+  file in the spool (at most ``SPOOL_MAX_BYTES``; over that, or when the file cannot be
+  written, close flushes as above). The agent reads the spool when the process exits and sends
+  the reports with the exit; the master stores them before it records the exit. A report
+  that both a post and the exit deliver is stored once (the master keys reports by their
+  ``reportTime``). So a trial that reports and exits does not wait a round trip to the master,
+  and its last report costs no request of its own.
 """
 
 from __future__ import annotations
@@ -33,10 +42,13 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stalwart import errors
@@ -44,7 +56,9 @@ from stalwart.core._client import Session
 from stalwart.core._json import jsonable
 
 __all__ = [
+    "LINGER_S",
     "MAX_GROUP_LENGTH",
+    "SPOOL_MAX_BYTES",
     "MetricsReport",
     "MetricsShipper",
     "background_reporter",
@@ -55,6 +69,11 @@ logger = logging.getLogger("stalwart.core")
 
 MAX_GROUP_LENGTH = 64
 """Longest metric group name the master accepts."""
+LINGER_S = 0.01
+"""With a spool: how long a report that finds the metrics thread idle waits for others (a
+flush, a close or a full batch ends the wait)."""
+SPOOL_MAX_BYTES = 1 << 20
+"""With a spool: the most :meth:`MetricsShipper.close` writes there (more is posted)."""
 
 _INF = float("inf")
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
@@ -124,15 +143,22 @@ class _Flushed(threading.Event):
     """A queue marker: set by the metrics thread once every item before it was posted."""
 
 
+def _marker(item: object) -> bool:
+    return item is _STOP or isinstance(item, _Flushed)
+
+
 class _ByteQueue:
     """A FIFO of encoded reports bounded by their total size (one item larger than the bound
-    is still accepted when the queue is empty)."""
+    is still accepted when the queue is empty). It also knows the batch its taker is posting
+    (:attr:`in_flight`, from :meth:`take` until :meth:`posted`), so that :meth:`hand_over`
+    can give away every report not yet answered at once."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._items: collections.deque[tuple[object, int]] = collections.deque()
         self._bytes = 0
         self._cond = threading.Condition(threading.Lock())
+        self.in_flight: list[bytes] = []
 
     def put(self, item: object, size: int) -> None:
         """Append ``item`` (of ``size`` bytes), waiting while that would pass the bound."""
@@ -141,26 +167,63 @@ class _ByteQueue:
                 self._cond.wait()
             self._items.append((item, size))
             self._bytes += size
-            if len(self._items) == 1:
+            if len(self._items) == 1 or _marker(item):
                 self._cond.notify_all()
 
-    def take(self, max_items: int, max_bytes: int) -> list[object]:
+    def take(self, max_items: int, max_bytes: int, linger_s: float = 0.0) -> list[object]:
         """The oldest items (at least one, waiting for it): up to ``max_items`` and until their
-        size reaches ``max_bytes``; a stop or flush marker ends the list."""
+        size reaches ``max_bytes``; a stop or flush marker ends the list. With ``linger_s``, a
+        report that finds nothing else queued waits that long for company (a marker or
+        ``max_items`` ends the wait); a queue that filled meanwhile is taken at once.
+        The reports taken are :attr:`in_flight` until :meth:`posted`."""
         with self._cond:
             while not self._items:
                 self._cond.wait()
+            if linger_s > 0 and len(self._items) == 1 and not _marker(self._items[0][0]):
+                until = time.monotonic() + linger_s
+                while (
+                    len(self._items) < max_items
+                    and not _marker(self._items[-1][0])
+                    and (left := until - time.monotonic()) > 0
+                ):
+                    self._cond.wait(left)
             out: list[object] = []
             size = 0
             while self._items and len(out) < max_items and size < max_bytes:
                 item, item_size = self._items.popleft()
                 out.append(item)
                 size += item_size
-                if item is _STOP or isinstance(item, _Flushed):
+                if _marker(item):
                     break
             self._bytes -= size
+            self.in_flight = [item for item in out if isinstance(item, bytes)]
             self._cond.notify_all()
             return out
+
+    def posted(self) -> None:
+        """The batch :meth:`take` gave out was answered (stored, or refused for good)."""
+        with self._cond:
+            self.in_flight = []
+
+    def hand_over(self, max_bytes: int) -> list[bytes] | None:
+        """Every report not yet answered (the batch in flight, then the queued ones), taken
+        out of the queue, which is left holding a stop marker; None, with nothing changed,
+        when they come to more than ``max_bytes``. Flush markers taken out are set: what
+        they wait for has been handed over."""
+        with self._cond:
+            reports = [*self.in_flight]
+            reports += [item for item, _ in self._items if isinstance(item, bytes)]
+            if sum(len(r) + 1 for r in reports) > max_bytes:
+                return None
+            for item, _ in self._items:
+                if isinstance(item, _Flushed):
+                    item.set()
+            self._items.clear()
+            self._items.append((_STOP, 0))
+            self._bytes = 0
+            self.in_flight = []
+            self._cond.notify_all()
+            return reports
 
 
 _thread_state = threading.local()
@@ -189,8 +252,11 @@ class MetricsShipper:
         max_queue_bytes: int = 32 << 20,
         max_batch: int = 1000,
         max_batch_bytes: int = 1 << 20,
+        spool: Path | None = None,
     ) -> None:
         self._session = session
+        self._spool = spool
+        self._linger_s = LINGER_S if spool is not None else 0.0
         self._trial_id = trial_id
         self._trial_run_id = trial_run_id
         self._max_batch = max_batch
@@ -203,6 +269,7 @@ class MetricsShipper:
         self._error: BaseException | None = None
         self._flush_deadline: float | None = None
         self._closed = False
+        self._handed_over = False
         self._heads: dict[str, bytes] = {}
         self.dropped = 0
         """Reports that were not delivered (refused by the master or unreachable)."""
@@ -260,7 +327,8 @@ class MetricsShipper:
         marker.wait()
 
     def close(self, *, raise_errors: bool = True) -> None:
-        """Flush and stop the thread; then raise a pending error (unless ``raise_errors`` is
+        """Flush and stop the thread, or with a spool hand what is not yet answered to the
+        agent (see the module contract); then raise a pending error (unless ``raise_errors`` is
         False, when it is only logged). Idempotent."""
         with self._lock:
             already, self._closed = self._closed, True
@@ -268,8 +336,9 @@ class MetricsShipper:
         if not already and started:
             atexit.unregister(self._flush_at_exit)
             self._flush_deadline = time.monotonic() + self._session.retry.deadline_s
-            self._queue.put(_STOP, 0)
-            self._thread.join()
+            if not self._spooled():
+                self._queue.put(_STOP, 0)
+                self._thread.join()
         if raise_errors:
             self.raise_pending()
         else:
@@ -281,15 +350,44 @@ class MetricsShipper:
     def _flush_at_exit(self) -> None:
         self.close(raise_errors=False)
 
+    def _spooled(self) -> bool:
+        """Hand the unanswered reports to the agent through the spool; whether that was done
+        (the thread then stops by itself; a post under way may still land, which the master
+        tells apart). False, with the queue as it was, without a spool or when they are over
+        ``SPOOL_MAX_BYTES``; when the file cannot be written they are posted from here."""
+        if self._spool is None:
+            return False
+        reports = self._queue.hand_over(SPOOL_MAX_BYTES)
+        if reports is None:
+            return False
+        if not reports:
+            return True
+        content = b'{"reports":[' + b",".join(reports) + b"]}"
+        tmp: str | None = None
+        try:  # written under a hidden name, renamed: the agent reads whole files only
+            fd, tmp = tempfile.mkstemp(dir=self._spool, prefix=".reports-", suffix=".json")
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+            os.replace(tmp, os.path.join(self._spool, os.path.basename(tmp)[1:]))
+            self._handed_over = True
+        except OSError as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            logger.warning("could not hand the last reports to the agent (%s); posting them", exc)
+            self._ship(reports)
+        return True
+
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch = self._queue.take(self._max_batch, self._max_batch_bytes)
+            batch = self._queue.take(self._max_batch, self._max_batch_bytes, self._linger_s)
             marker = batch[-1] if batch else None
             stopping = marker is _STOP
             reports = [raw for raw in batch if isinstance(raw, bytes)]
             if reports:
                 self._ship(reports)
+                self._queue.posted()
             if isinstance(marker, _Flushed):
                 marker.set()
 
@@ -313,6 +411,9 @@ class MetricsShipper:
             self._fail(exc, len(batch))
 
     def _fail(self, exc: Exception, count: int) -> None:
+        if self._handed_over:  # a post under way at the hand-over: the agent has its reports
+            logger.debug("a post of %d handed-over report(s) ended: %s", count, exc)
+            return
         self.dropped += count
         logger.error("dropped %d metrics report(s) of trial %d: %s", count, self._trial_id, exc)
         with self._lock:

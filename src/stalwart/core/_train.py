@@ -151,12 +151,13 @@ class TrainContext(_Reporting):
         rank: int = 0,
         tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
         tensorboard_files: TensorboardFiles | None = None,
+        reports_spool: Path | None = None,
     ) -> None:
         self._session = session
         self._trial_id = trial_id
         self._experiment_id = experiment_id
         self._tensorboard_path = Path(tempfile.gettempdir()) / f"tensorboard-{allocation_id}-{rank}"
-        self._shipper = MetricsShipper(session, trial_id, trial_run_id)
+        self._shipper = MetricsShipper(session, trial_id, trial_run_id, spool=reports_spool)
         self._tensorboard_mode = TensorboardMode(tensorboard_mode)
         self._rank = rank
         self._tensorboard = (

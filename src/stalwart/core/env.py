@@ -127,6 +127,11 @@ class TaskEnv:
     trial: TrialEnv | None = None
     rendezvous: Rendezvous | None = None
     ports: TrainPorts = TrainPorts()
+    reports_spool: Path | None = None
+    """``STALWART_REPORTS_SPOOL``: a directory Stalwart's agent reads when the task's process
+    exits; the harness leaves there the metrics reports the master had not answered when it
+    closed, and the agent sends them with the exit (:mod:`stalwart.core._metrics`). Unset
+    under other launchers, which read no such thing."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> TaskEnv | None:
@@ -139,6 +144,7 @@ class TaskEnv:
         trial = _read_trial(reader) if task_type == "TRIAL" else None
         run_dir_text = env.get("DET_RUN_DIR")
         run_dir = Path(run_dir_text) if run_dir_text else None
+        spool_text = env.get("STALWART_REPORTS_SPOOL")
         task = cls(
             master_url=canonical_master_url(reader.text("DET_MASTER")),
             cluster_id=reader.text("DET_CLUSTER_ID"),
@@ -155,6 +161,7 @@ class TaskEnv:
             trial=trial,
             rendezvous=_read_rendezvous(reader, run_dir),
             ports=_read_ports(reader),
+            reports_spool=Path(spool_text) if spool_text else None,
         )
         reader.raise_problems()
         return task

@@ -39,7 +39,7 @@ from stalwart.agent.protocol import AGENT_TOKEN_HEADER, SyncRequest, SyncRespons
 from stalwart.errors import ForbiddenError, UnauthenticatedError
 from stalwart.master.api.deps import long_poll
 from stalwart.master.api.trials import _body_doc
-from stalwart.master.cluster.agent_sync import SyncOutcome, apply_sync
+from stalwart.master.cluster.agent_sync import SyncOutcome, apply_sync, store_exit_reports
 from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Container
 from stalwart.master.rm.base import BatchLauncher
 from stalwart.master.services import agent_credentials
@@ -98,6 +98,7 @@ def _sync(state: MasterState, agent_id: str, body: SyncRequest) -> _Recorded:
     grace = state.settings.cluster.kill_grace
     prepull = state.prepull.images(body.resource_pool)  # outside the lock: may query
     with state.step() as session:
+        store_exit_reports(session, agent_id, body)  # before the exits they came with
         outcome = apply_sync(
             session,
             agent_id,

@@ -335,19 +335,6 @@ def _parse(model: type[M], raw: bytes) -> M:
         raise InvalidArgumentError("invalid request: " + "; ".join(problems)) from None
 
 
-def _input(body: ReportTrialMetricsRequest) -> metrics_svc.MetricsInput:
-    report = body.metrics
-    return metrics_svc.MetricsInput(
-        trial_id=report.trial_id,
-        run_id=report.trial_run_id,
-        group=body.group,
-        steps_completed=report.steps_completed or 0,
-        avg_metrics=report.metrics.avg_metrics,
-        batch_metrics=report.metrics.batch_metrics,
-        report_time=report.report_time,
-    )
-
-
 def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: bytes) -> None:
     """Authenticate, validate and store reports: all of it in one worker-thread hop.
 
@@ -357,9 +344,10 @@ def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: byt
     with state.sessions() as session:
         caller = get_caller(request, session)
         if trial_id is None:
-            inputs = [_input(b) for b in _parse(ReportTrialMetricsBatchRequest, raw).reports]
+            batch = _parse(ReportTrialMetricsBatchRequest, raw)
+            inputs = [report.to_input() for report in batch.reports]
         else:
-            inputs = [_input(_parse(ReportTrialMetricsRequest, raw))]
+            inputs = [_parse(ReportTrialMetricsRequest, raw).to_input()]
             if inputs[0].trial_id != trial_id:
                 raise InvalidArgumentError(
                     f"the report names trial {inputs[0].trial_id} but was posted to trial "

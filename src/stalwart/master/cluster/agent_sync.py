@@ -14,6 +14,13 @@
    ever starting; one that was RUNNING and is no longer reported (the agent restarted, or lost
    the process) is recorded as exited with no code (lost), which frees its slots.
 
+Before it, :func:`store_exit_reports` stores the metrics reports that came with new exits
+(``ContainerStatus.reports``, from the task's spool), in transactions of their own: a report
+already stored is left out, so one that both the task's post and its exit delivered is stored
+once; reports naming another trial than the container's, or that the metrics service refuses
+(a superseded run), are not stored, with a line in the task's log. So the round that sees the
+exit sees them too (a searcher fed the exit has been fed the trial's last validation).
+
 It returns the response and whether anything changed that the cluster loop must look at (an
 exit, or a new agent); the followers of tasks that got log lines are woken by the commit. With
 ``record=False`` it only recomputes steps 2-3's answer (for a long-poll that woke up), writing
@@ -23,27 +30,37 @@ nothing. Nothing here talks to the network.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stalwart import handovers
 from stalwart.agent.protocol import ContainerStatus, SyncRequest, SyncResponse, TaskSpec
+from stalwart.errors import InvalidArgumentError, StalwartError
+from stalwart.master.api.models.trials import ReportTrialMetricsRequest
+from stalwart.master.cluster.lifecycle import master_log
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
     Agent,
     Allocation,
     Container,
+    Task,
+    Trial,
 )
 from stalwart.master.services.agents import heartbeat, register_agent, report_digest
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.logs import NewLog, add_logs
+from stalwart.master.services.metrics import MetricsInput, check_report, report_metrics_many
 from stalwart.master.state import agent_key
 from stalwart.master.transitions import set_allocation_state, set_container_state
 
-__all__ = ["SyncOutcome", "agent_key", "apply_sync"]
+__all__ = ["SyncOutcome", "agent_key", "apply_sync", "store_exit_reports"]
+
+log = logging.getLogger(__name__)
 
 _KILLING = frozenset({"TERMINATING", "TERMINATED"})
 
@@ -212,3 +229,98 @@ def _store_last_lines(
             for line in status.logs
         ],
     )
+
+
+def store_exit_reports(session: Session, agent_id: str, request: SyncRequest) -> None:
+    """Store the metrics reports that came with the request's new exits (see the module
+    docstring) in the caller's transaction, which :func:`apply_sync` then commits with the
+    exits: the first writes of the session. Exits already recorded bring nothing (their
+    reports were stored with them). Never raises: whatever goes wrong, the exits must still
+    be recorded (a fault of the master's own is logged, and the reports are lost)."""
+    pending = [c for c in request.containers if c.state == "EXITED" and c.reports]
+    if not pending:
+        return
+    try:
+        _store_exit_reports(session, agent_id, pending)
+    except Exception:
+        session.rollback()
+        log.exception("storing the metrics reports sent with exits failed")
+
+
+def _store_exit_reports(session: Session, agent_id: str, pending: list[ContainerStatus]) -> None:
+    rows = {
+        (row.allocation_id, row.rank): row
+        for row in session.scalars(
+            select(Container).where(
+                Container.agent_id == agent_id,
+                Container.allocation_id.in_({c.allocation_id for c in pending}),
+            )
+        )
+    }
+    tasks = {
+        allocation_id: (task_id, trial_id)
+        for allocation_id, task_id, trial_id in session.execute(
+            select(Allocation.id, Task.task_id, Task.trial_id)
+            .join(Task, Task.task_id == Allocation.task_id)
+            .where(Allocation.id.in_({c.allocation_id for c in pending}))
+        )
+    }
+    trials = {trial for _, trial in tasks.values() if trial is not None}
+    found = session.execute(select(Trial.id, Trial.run_id).where(Trial.id.in_(trials)))
+    runs: dict[int, int] = dict(found.all())
+    inputs: list[MetricsInput] = []
+    problems: list[tuple[str, str, str]] = []  # task, allocation, why
+    for status in pending:
+        row = rows.get((status.allocation_id, status.rank))
+        owner = tasks.get(status.allocation_id)
+        if row is None or row.state == "EXITED" or owner is None:
+            continue
+        task_id, trial_id = owner
+        own, why = _own_reports(status, trial_id, runs.get(trial_id or 0))
+        inputs += own
+        problems += [(task_id, status.allocation_id, w) for w in why]
+    if inputs:
+        try:
+            report_metrics_many(session, inputs, commit=False)
+        except StalwartError as exc:  # refused after all (it rolled back)
+            problems += [
+                (owner[0], status.allocation_id, str(exc))
+                for status in pending
+                if (owner := tasks.get(status.allocation_id)) is not None
+            ]
+    for task_id, allocation_id, problem in problems:
+        master_log(
+            session,
+            task_id,
+            allocation_id,
+            f"metrics reports sent with the exit not stored: {problem}",
+        )
+
+
+def _own_reports(
+    status: ContainerStatus, trial_id: int | None, run_id: int | None
+) -> tuple[list[MetricsInput], list[str]]:
+    """The exit's reports of the container's own trial and its current run, and why the
+    others are left out."""
+    inputs: list[MetricsInput] = []
+    problems: list[str] = []
+    for item in status.reports:
+        try:
+            report = ReportTrialMetricsRequest.model_validate(item).to_input()
+            check_report(report)
+        except ValidationError as exc:
+            problems.append(f"an unreadable report ({exc.error_count()} problem(s))")
+            continue
+        except InvalidArgumentError as exc:
+            problems.append(str(exc))
+            continue
+        if report.trial_id != trial_id:
+            problems.append(f"a report names trial {report.trial_id}, not the task's own")
+        elif report.run_id != run_id:
+            problems.append(
+                f"a report of run {report.run_id}, the trial is on run {run_id} (a stale "
+                "process of an earlier run?)"
+            )
+        else:
+            inputs.append(report)
+    return inputs, problems

@@ -79,6 +79,7 @@ __all__ = [
     "ReportRow",
     "SeriesPoint",
     "ValidationSummary",
+    "check_report",
     "downsample_lttb",
     "ingest_lock",
     "iter_metrics_text",
@@ -335,14 +336,20 @@ class MetricsInput:
     report_time: str | None = None
 
 
-def _row(report: MetricsInput) -> dict[str, Any]:
-    """The ``metric_reports`` row of a report, after checking it (400s)."""
+def check_report(report: MetricsInput) -> None:
+    """Refuse (InvalidArgumentError, a 400) a report the master never stores, whatever its
+    trial: a bad group name or step count."""
     if not report.group or len(report.group) > MAX_GROUP_LENGTH:
         raise InvalidArgumentError(
             f"metric group must be 1 to {MAX_GROUP_LENGTH} characters, got {report.group!r}"
         )
     if report.steps_completed < 0:
         raise InvalidArgumentError(f"stepsCompleted must be >= 0, got {report.steps_completed}")
+
+
+def _row(report: MetricsInput) -> dict[str, Any]:
+    """The ``metric_reports`` row of a report, after checking it (400s)."""
+    check_report(report)
     batches = report.batch_metrics
     return {
         "trial_id": report.trial_id,
@@ -374,8 +381,12 @@ def report_metrics(
     return report_metrics_many(session, [report])[0]
 
 
-def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> list[ReportResult]:
-    """Store reports (of any trials) in one transaction, all or none, and commit.
+def report_metrics_many(
+    session: Session, reports: Sequence[MetricsInput], *, commit: bool = True
+) -> list[ReportResult]:
+    """Store reports (of any trials) in one transaction, all or none, and commit (with
+    ``commit=False`` the caller commits: its transaction must have written nothing before,
+    as a refused report rolls it back).
 
     Per trial: one run-id check that also raises ``total_batches``; per restarted run and
     group: one archive of superseded reports; then one multi-row ``INSERT``; then, for trials
@@ -431,7 +442,8 @@ def report_metrics_many(session: Session, reports: Sequence[MetricsInput]) -> li
             rebuilt=archived,
         )
         values = _update_best(session, rows, experiment_of, rolled_back)
-        session.commit()
+        if commit:
+            session.commit()
     return [
         ReportResult(
             row["trial_id"],
