@@ -345,9 +345,9 @@ def _ingest(state: MasterState, request: Request, trial_id: int | None, raw: byt
         caller = get_caller(request, session)
         if trial_id is None:
             batch = _parse(ReportTrialMetricsBatchRequest, raw)
-            inputs = [report.to_input() for report in batch.reports]
+            inputs = [metrics_svc.wire_input(report) for report in batch.reports]
         else:
-            inputs = [_parse(ReportTrialMetricsRequest, raw).to_input()]
+            inputs = [metrics_svc.wire_input(_parse(ReportTrialMetricsRequest, raw))]
             if inputs[0].trial_id != trial_id:
                 raise InvalidArgumentError(
                     f"the report names trial {inputs[0].trial_id} but was posted to trial "

@@ -54,7 +54,12 @@ from stalwart.master.db.tables import (
 from stalwart.master.services.agents import heartbeat, register_agent, report_digest
 from stalwart.master.services.allocations import record_pull_time
 from stalwart.master.services.logs import NewLog, add_logs
-from stalwart.master.services.metrics import MetricsInput, check_report, report_metrics_many
+from stalwart.master.services.metrics import (
+    MetricsInput,
+    check_report,
+    report_metrics_many,
+    wire_input,
+)
 from stalwart.master.state import agent_key
 from stalwart.master.transitions import set_allocation_state, set_container_state
 
@@ -306,7 +311,7 @@ def _own_reports(
     problems: list[str] = []
     for item in status.reports:
         try:
-            report = ReportTrialMetricsRequest.model_validate(item).to_input()
+            report = wire_input(ReportTrialMetricsRequest.model_validate(item))
             check_report(report)
         except ValidationError as exc:
             problems.append(f"an unreadable report ({exc.error_count()} problem(s))")

@@ -42,7 +42,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -70,6 +70,9 @@ from stalwart.master.db.engine import SessionFactory
 from stalwart.master.db.tables import Experiment, MetricReport, Trial, utcnow
 from stalwart.master.services import metric_summaries, series_store
 
+if TYPE_CHECKING:
+    from stalwart.master.api.models.trials import ReportTrialMetricsRequest
+
 __all__ = [
     "TRAINING",
     "VALIDATION",
@@ -95,6 +98,7 @@ __all__ = [
     "sanitize_metrics",
     "searcher_settings",
     "validation_summaries",
+    "wire_input",
 ]
 
 TRAINING = "training"
@@ -334,6 +338,20 @@ class MetricsInput:
     avg_metrics: Mapping[str, Any]
     batch_metrics: Sequence[Mapping[str, Any]] | None = None
     report_time: str | None = None
+
+
+def wire_input(body: ReportTrialMetricsRequest) -> MetricsInput:
+    """A report as the wire carries it (the single-report body, or a batch's item)."""
+    report = body.metrics
+    return MetricsInput(
+        trial_id=report.trial_id,
+        run_id=report.trial_run_id,
+        group=body.group,
+        steps_completed=report.steps_completed or 0,
+        avg_metrics=report.metrics.avg_metrics,
+        batch_metrics=report.metrics.batch_metrics,
+        report_time=report.report_time,
+    )
 
 
 def check_report(report: MetricsInput) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 from pydantic import Field
 
 from stalwart.master.api.models.common import Pagination, WireModel, WireRequest
-from stalwart.master.services.metrics import MetricsInput
 
 __all__ = [
     "CheckpointWorkload",
@@ -185,19 +184,6 @@ class ReportTrialMetricsRequest(WireRequest):
 
     group: str = Field(description="training, validation, or a custom group.")
     metrics: TrialMetricsBody = Field(description="The report.")
-
-    def to_input(self) -> MetricsInput:
-        """The report as the metrics service takes it."""
-        report = self.metrics
-        return MetricsInput(
-            trial_id=report.trial_id,
-            run_id=report.trial_run_id,
-            group=self.group,
-            steps_completed=report.steps_completed or 0,
-            avg_metrics=report.metrics.avg_metrics,
-            batch_metrics=report.metrics.batch_metrics,
-            report_time=report.report_time,
-        )
 
 
 class ReportTrialMetricsBatchRequest(WireRequest):
