@@ -15,11 +15,12 @@
    the process) is recorded as exited with no code (lost), which frees its slots.
 
 Before it, :func:`store_exit_reports` stores the metrics reports that came with new exits
-(``ContainerStatus.reports``, from the task's spool), in transactions of their own: a report
-already stored is left out, so one that both the task's post and its exit delivered is stored
-once; reports naming another trial than the container's, or that the metrics service refuses
-(a superseded run), are not stored, with a line in the task's log. So the round that sees the
-exit sees them too (a searcher fed the exit has been fed the trial's last validation).
+(``ContainerStatus.reports``, from the task's spool), in the transaction that then records
+the exits: a report already stored is left out, so one that both the task's post and its
+exit delivered is stored once; reports naming another trial than the container's, or that the
+metrics service refuses (a superseded run), are not stored, with a line in the task's log. So
+the round that sees the exit sees them too (a searcher fed the exit has been fed the trial's
+last validation).
 
 It returns the response and whether anything changed that the cluster loop must look at (an
 exit, or a new agent); the followers of tasks that got log lines are woken by the commit. With
