@@ -10,6 +10,12 @@ stamp, before any import). A stage an allocation passed twice counts at its firs
 start is sent by the sync that recorded the placement and again by a later one). Steps that
 overlap come out negative (the master records an exit inside the sync it received; the
 successor's first line comes before the agent's spawn call returns).
+
+A queued successor (placed behind the ended trial, claimed before it exited:
+``cluster.queue_successors``) is started by the agent at the exit, so its handover is the ended
+trial's last line, its exit, and the successor's own prepare, spawn and first line; the steps
+of each kind of handover are printed apart (``queued:``, ``round trip:``), then the whole
+handover over both.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ __all__ = ["Step", "run", "steps"]
 
 _ENDED = STAGES[: STAGES.index("master.claimed")]
 _SUCCESSOR = STAGES[len(_ENDED) :]
+_QUEUED = STAGES[STAGES.index("agent.prepare") :]
+"""A queued successor's own stages after its predecessor's exit (its claim and start came
+before: ``cluster.queue_successors``)."""
 
 
 @dataclass(frozen=True)
@@ -85,16 +94,30 @@ def steps(db: Path, stamps: Path, trace: Path) -> list[Step]:
     times = _first_times(trace)
     samples: dict[str, list[float]] = defaultdict(list)
     for ended, ended_trial, successor, successor_trial in _successions(db, spans):
+        mine, next_ = times[ended], times[successor]
+        queued = next_.get("master.claimed", 0.0) < mine.get("agent.exit", 0.0)
         chain = [("trial.last_line", spans[ended_trial][1])]
-        chain += [(s, times[ended][s]) for s in _ENDED if s in times[ended]]
-        chain += [(s, times[successor][s]) for s in _SUCCESSOR if s in times[successor]]
+        if queued:  # placed behind the ended one: the agent starts it at the exit
+            chain += [("agent.exit", mine["agent.exit"])]
+            chain += [(s, next_[s]) for s in _QUEUED if s in next_]
+        else:
+            chain += [(s, mine[s]) for s in _ENDED if s in mine]
+            chain += [(s, next_[s]) for s in _SUCCESSOR if s in next_]
         chain.append(("trial.first_line", spans[successor_trial][0]))
+        kind = "queued" if queued else "round trip"
         for (before, t0), (after, t1) in pairwise(chain):
-            samples[f"{before} -> {after}"].append((t1 - t0) * 1e3)
-        whole = spans[successor_trial][0] - spans[ended_trial][1]
-        samples["whole handover"].append(whole * 1e3)
+            samples[f"{kind}: {before} -> {after}"].append((t1 - t0) * 1e3)
+        whole = (spans[successor_trial][0] - spans[ended_trial][1]) * 1e3
+        samples[f"{kind}: whole handover"].append(whole)
+        samples["whole handover"].append(whole)
     out = []
-    for name, values in samples.items():
+    kinds = ("queued:", "round trip:")
+    for name, values in sorted(  # each kind's steps in handover order, then the whole
+        samples.items(),
+        key=lambda item: next(
+            (i for i, k in enumerate(kinds) if item[0].startswith(k)), len(kinds)
+        ),
+    ):
         ordered = sorted(values)
         out.append(
             Step(
@@ -130,10 +153,10 @@ def run(trials: int = 320, workdir: Path | None = None) -> list[Step]:
         f"{trials} trials on {SLOTS} slots: {result['wall_s']:.1f} s, "
         f"{(result['wall_s'] - floor) / floor * 100:.1f} % over the {floor:g} s floor"
     )
-    print(f"{'step':58} {'count':>5} {'mean':>8} {'p50':>8} {'p90':>8}")
+    print(f"{'step':70} {'count':>5} {'mean':>8} {'p50':>8} {'p90':>8}")
     for step in found:
         print(
-            f"{step.name:58} {step.count:5d} {step.mean_ms:7.1f}ms {step.p50_ms:7.1f}ms "
+            f"{step.name:70} {step.count:5d} {step.mean_ms:7.1f}ms {step.p50_ms:7.1f}ms "
             f"{step.p90_ms:7.1f}ms"
         )
     return found

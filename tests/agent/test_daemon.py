@@ -366,3 +366,47 @@ def test_the_reports_a_task_left_in_its_spool_travel_with_its_exit(
     assert final.reports == batch["reports"]
     lines = [e["log"] for e in every_line(master, daemon, trial.task_id)]
     assert any("reports-2.json could not be read" in line for line in lines), lines
+
+
+def test_a_queued_successor_starts_the_moment_its_predecessor_exits(
+    daemon: Daemon, master: Master, trial: TrialEnv, tmp_path: Path
+) -> None:
+    """The successor waits (QUEUED) while its predecessor runs, and is on its way (STARTING or
+    further) by the time the predecessor's exit is reported: no sync in between."""
+    go = tmp_path / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    before = task_spec(trial, wait)
+    nxt = master.trial()
+    after = task_spec(nxt, "print('next', flush=True)", after=trial.allocation_id)
+    daemon.apply(SyncResponse(start=[before]))
+    assert until_started(daemon, before).state == "RUNNING"
+    daemon.apply(SyncResponse(start=[after]))
+    daemon.refresh()
+    assert status(daemon, after).state == "QUEUED"
+    go.touch()
+    assert until_exited(daemon, before).exit_code == 0
+    assert status(daemon, after).state != "QUEUED"
+    final = until_exited(daemon, after)
+    assert (final.exit_code, output(daemon, after)) == (0, "next\n")
+
+
+def test_a_queued_successor_killed_never_runs_and_one_with_nothing_ahead_starts_now(
+    daemon: Daemon, master: Master, trial: TrialEnv
+) -> None:
+    before = task_spec(trial, SLEEPER)
+    daemon.apply(SyncResponse(start=[before]))
+    until_started(daemon, before)
+    killed_trial, free_trial = master.trial(), master.trial()
+    killed = task_spec(killed_trial, "print('ran', flush=True)", after=trial.allocation_id)
+    free = task_spec(free_trial, "print('free', flush=True)", after="gone.1")  # not here
+    daemon.apply(SyncResponse(start=[killed, free]))
+    assert status(daemon, killed).state == "QUEUED"
+    assert status(daemon, free).state == "STARTING"
+    daemon.apply(SyncResponse(kill=[killed_trial.allocation_id], kill_grace_seconds=1.0))
+    final = until_exited(daemon, killed)
+    assert (final.exit_code, final.exit_reason) == (None, "killed before it started")
+    daemon.apply(SyncResponse(kill=[trial.allocation_id], kill_grace_seconds=1.0))
+    until_exited(daemon, before)
+    assert output(daemon, killed) == ""  # its predecessor's exit did not start it
+    assert until_exited(daemon, free).exit_code == 0
+    assert output(daemon, free) == "free\n"

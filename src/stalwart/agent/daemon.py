@@ -23,6 +23,13 @@ starter has nothing left in hand, so that one sync reports a whole wave). A kill
 container in the starter's hands waits for the start to settle: one that never started is
 reported "killed before it started"; one that did is stopped at once like any other.
 
+A queued successor (a spec with ``after``: the master placed it on the slots of a container
+of that allocation here) waits in phase QUEUED, reported ``QUEUED``, while that allocation's
+process runs or is being started; the moment the process is gone (:meth:`Daemon._exiting`, the
+first thing it does) it goes to the starter, before the exit is even reported. When nothing of
+that allocation runs here when the spec arrives, it starts at once. A kill ends it as
+"killed before it started".
+
 A container that cannot start is reported EXITED with ``exit_code`` null and an
 ``exit_reason``. Nothing here kills a container because the master went away.
 
@@ -92,8 +99,10 @@ __all__ = ["Container", "Daemon", "Phase"]
 
 log = logging.getLogger(__name__)
 
-Phase = Literal["STARTING", "RUNNING", "EXITING", "EXITED"]
-"""EXITING: the process is gone, its last lines are still being shipped (reported RUNNING)."""
+Phase = Literal["QUEUED", "STARTING", "RUNNING", "EXITING", "EXITED"]
+"""QUEUED: a queued successor (``TaskSpec.after``) waiting for its predecessor's process to
+exit. EXITING: the process is gone, its last lines are still being shipped (reported
+RUNNING)."""
 
 
 @dataclass(eq=False)
@@ -142,7 +151,7 @@ class Container:
         return ContainerStatus(
             allocation_id=self.spec.allocation_id,
             rank=self.spec.rank,
-            state="STARTING" if self.phase == "STARTING" else "RUNNING",
+            state=self.phase if self.phase in ("QUEUED", "STARTING") else "RUNNING",
             pid=self.handle.pid if self.handle else None,
             pull_seconds=self.pull_seconds,
         )
@@ -293,8 +302,9 @@ class Daemon:
 
     def _exiting(self, container: Container, line: str) -> None:
         handovers.mark("agent.exit", [container.spec.allocation_id])
-        self._read_reports(container)
         container.phase = "EXITING"
+        self._start_successors(container.spec.allocation_id)
+        self._read_reports(container)
         container.kill_at = None
         container.exited_at = self.clock()
         container.log.agent_line(
@@ -334,8 +344,29 @@ class Daemon:
             )
         )
         container = Container(spec=spec, log=stream)
+        queued = spec.after is not None and self._runs(spec.after)
         self.containers[container.key] = container
+        if queued:
+            container.phase = "QUEUED"  # started by _exiting, the moment its predecessor exits
+            return
         self._hand_to_starter(container, self._prepare, container)
+
+    def _runs(self, allocation_id: str) -> bool:
+        """Whether a process of ``allocation_id`` runs here, or is being started."""
+        return any(
+            c.spec.allocation_id == allocation_id and c.phase in ("STARTING", "RUNNING")
+            for c in self.containers.values()
+        )
+
+    def _start_successors(self, allocation_id: str) -> None:
+        """Start the queued successors of ``allocation_id`` now that its process is gone (the
+        master passes its slots to them when it records the exit)."""
+        if self._runs(allocation_id):
+            return
+        for container in self.containers.values():
+            if container.phase == "QUEUED" and container.spec.after == allocation_id:
+                container.phase = "STARTING"
+                self._hand_to_starter(container, self._prepare, container)
 
     def _hand_to_starter(
         self, container: Container, work: Callable[..., _Outcome], *args: object
@@ -517,6 +548,9 @@ class Daemon:
     def _stop(self, container: Container, grace: float) -> None:
         """Stop one container: SIGTERM, SIGKILL after ``grace``; one not started yet is ended
         now, unless the starter has it (then once its start settles, see :meth:`_settle`)."""
+        if container.phase == "QUEUED":
+            self._kill_unstarted(container)
+            return
         if container.phase == "STARTING":
             self._advance(container)  # a start that is done is settled first
         if container.phase == "STARTING":

@@ -10,7 +10,11 @@ makes the protocol stateless and restart-safe on both sides:
   on. Nothing is killed because the master went away.
 - **Start.** The master answers with a :class:`TaskSpec` for every container assigned to the
   agent that the agent did not report. Starting is idempotent per ``(allocation_id, rank)``:
-  an agent ignores a spec for a container it already runs.
+  an agent ignores a spec for a container it already runs. A spec with ``after`` is a
+  **queued successor**: it takes the slots of that allocation's container on this agent, and
+  the agent holds it (state ``QUEUED``) until that container's process exits, then starts it at
+  once, without waiting for the master (the master already counted the slots as passing to
+  it); when no such container runs here any more, it starts it right away.
 - **Exit.** An exited container stays in the agent's reports (state ``EXITED`` with its exit
   code) until the master lists it in ``forget``: the master has durably recorded the exit.
   The container's last log lines may travel with its exit (``logs``): the master stores them
@@ -61,7 +65,7 @@ __all__ = [
 AGENT_TOKEN_HEADER = "X-Stalwart-Agent-Token"
 
 DeviceType = Literal["cpu", "cuda", "rocm"]
-ContainerState = Literal["STARTING", "RUNNING", "EXITED"]
+ContainerState = Literal["QUEUED", "STARTING", "RUNNING", "EXITED"]
 
 
 class _Model(BaseModel):
@@ -95,7 +99,9 @@ class ContainerStatus(_Model):
 
     allocation_id: str = Field(description="The allocation the container belongs to.")
     rank: int = Field(ge=0, description="The container's rank within its allocation.")
-    state: ContainerState = Field(description="STARTING, RUNNING or EXITED.")
+    state: ContainerState = Field(
+        description="QUEUED (a queued successor, see Start above), STARTING, RUNNING or EXITED."
+    )
     pid: int | None = Field(default=None, description="Process id of the container's main process.")
     exit_code: int | None = Field(
         default=None,
@@ -213,6 +219,11 @@ class TaskSpec(_Model):
         description="``task_container_defaults.startup_hook`` of the task's resource pool (or "
         "the master's): a bash script sourced before the command, ahead of the model "
         "definition's ``startup-hook.sh`` (:mod:`stalwart.agent.hooks`).",
+    )
+    after: str | None = Field(
+        default=None,
+        description="Queued successor of this allocation: start once its container on this "
+        "agent has exited (see Start above); null: start now.",
     )
 
 

@@ -164,6 +164,15 @@ class ClusterSettings(_Settings):
         "bases: 12350, 12360, 12365, 29400, and the service port 12370). Masters whose tasks "
         "share hosts need offsets far apart (e.g. 0 and 50), or their tasks' ports collide.",
     )
+    queue_successors: bool = Field(
+        default=True,
+        description="Random and grid searches create their next trials ahead, while the "
+        "running ones finish (up to `max_concurrent_trials` more, never running more than "
+        "`max_concurrent_trials` at once), and the master queues each behind a running trial "
+        "of its experiment on an agent: the agent starts it the moment that trial exits, "
+        "without waiting for the master. Only with Stalwart's agents, and only while no other "
+        "work waits for slots in the pool. Off: a trial is created when another exits.",
+    )
     prepull: PrepullSettings = Field(
         default_factory=PrepullSettings,
         description="The images each agent pool should hold before trials need them: sent to "

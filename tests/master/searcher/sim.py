@@ -104,7 +104,7 @@ class Simulation:
                 self.trials[action.request_id].stop_requested = True
             else:
                 self.shutdowns.append(action)
-        cap = self.searcher.max_concurrent_trials
+        cap = self.searcher.live_limit()  # max_concurrent_trials, plus any ahead
         live = len(self.live)
         self.max_live = max(self.max_live, live)
         assert not cap or live <= cap, f"{live} live trials, limit {cap}"

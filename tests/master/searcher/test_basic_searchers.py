@@ -233,3 +233,53 @@ def test_a_continued_single_search_runs_its_trial_again_and_shuts_down_again() -
     assert live.on_trial_exited(other.request_id) == [Shutdown()]
     with pytest.raises(SearcherStateError):
         live.continue_trial("nope")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    max_trials=st.integers(1, 20),
+    mct=st.integers(0, 6),
+    seed=st.integers(0, 2**32 - 1),
+    order=st.integers(0, 1000),
+)
+def test_random_ahead_creates_the_same_trials_sooner_within_twice_the_limit(
+    max_trials: int, mct: int, seed: int, order: int
+) -> None:
+    """Created ahead (queued successors), a random search samples exactly the trials it would
+    have, in the same order, with at most ``max_concurrent_trials`` more alive at once."""
+    plain = make_searcher(random_config(max_trials, mct, seed))
+    ahead = make_searcher(random_config(max_trials, mct, seed))
+    ahead.allow_ahead()
+    cap = min(mct, max_trials) if mct else 0
+    assert (ahead.ahead, ahead.live_limit()) == (cap, 2 * cap)
+    runs = [Simulation(s, objective, length=2, seed=order).run() for s in (plain, ahead)]
+    assert [c.hparams for c in runs[0].creates] == [c.hparams for c in runs[1].creates]
+    assert [c.trial_seed for c in runs[0].creates] == [c.trial_seed for c in runs[1].creates]
+    assert runs[1].max_live == min(2 * cap, max_trials) if cap else max_trials
+    assert len(runs[1].initial) == (min(2 * cap, max_trials) if cap else max_trials)
+
+
+def test_grid_ahead_creates_twice_the_limit_and_single_and_asha_none() -> None:
+    grid = make_searcher(grid_config(3))
+    grid.allow_ahead()
+    assert len(grid.initial_actions()) == 6
+    single = make_searcher(make_config({"name": "single", "metric": "loss"}, HPS))
+    single.allow_ahead()
+    assert single.ahead == 0
+    asha = make_searcher(
+        make_config(
+            {
+                "name": "async_halving",
+                "metric": "loss",
+                "max_trials": 8,
+                "max_length": 4,
+                "num_rungs": 2,
+            },
+            HPS,
+        )
+    )
+    asha.allow_ahead()
+    assert asha.ahead == 0
+    restored = make_searcher(grid_config(3))  # ahead is configuration, not snapshot state
+    restored.restore(grid.snapshot())
+    assert restored.ahead == 0

@@ -57,7 +57,7 @@ from stalwart.master.db.tables import (
 )
 from stalwart.master.searcher.base import ExitedReason
 from stalwart.master.services import log_policies
-from stalwart.master.services.agents import release_slots
+from stalwart.master.services.agents import pass_slots_on
 from stalwart.master.services.experiment_config import typed_config
 from stalwart.master.services.experiments import settle_experiment, settle_trial
 from stalwart.master.services.logs import normalize_level, note_new_lines
@@ -218,7 +218,7 @@ def end_allocation(
     allocation.exit_code = exit_code
     allocation.exit_reason = reason
     set_allocation_state(session, allocation, "TERMINATED")
-    release_slots(session, allocation.id)
+    pass_slots_on(session, allocation.id)  # to a queued successor, or freed
     task = session.get(Task, allocation.task_id)
     if task is not None and task.end_time is None and task.trial_id is None:
         task.end_time = utcnow()

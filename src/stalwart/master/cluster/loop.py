@@ -292,11 +292,12 @@ class ClusterLoop:
             ids |= set(
                 session.scalars(select(Experiment.id).where(Experiment.state.in_(DRIVEN_STATES)))
             )
+        ahead = self.settings.queue_successors and self.rm.queues_successors
         for experiment_id in sorted(ids):
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 continue
-            signals = drive(session, experiment)
+            signals = drive(session, experiment, ahead=ahead)
             self._commit(session, signals)
 
     # 4. requests

@@ -85,9 +85,12 @@ def validations_wake_searcher(
     return known[experiment_id]
 
 
-def _load(experiment: Experiment) -> tuple[SearchMethod, int, list[Action]]:
-    """The searcher, its metric cursor, and its initial actions when it is new."""
+def _load(experiment: Experiment, *, ahead: bool) -> tuple[SearchMethod, int, list[Action]]:
+    """The searcher, its metric cursor, and its initial actions when it is new; ``ahead``: it
+    may create trials ahead (:meth:`~stalwart.master.searcher.base.SearchMethod.allow_ahead`)."""
     searcher = make_searcher(typed_config(experiment))
+    if ahead:
+        searcher.allow_ahead()
     saved = experiment.searcher_state
     if saved and "snapshot" in saved:
         searcher.restore(saved["snapshot"])
@@ -114,12 +117,16 @@ def _new_validations(
     return [(int(i), str(r), dict(m or {})) for i, r, m in rows]
 
 
-def drive(session: Session, experiment: Experiment) -> Signals:
-    """Feed the experiment's searcher everything new and carry out its actions (no commit)."""
+def drive(session: Session, experiment: Experiment, *, ahead: bool = False) -> Signals:
+    """Feed the experiment's searcher everything new and carry out its actions (no commit).
+
+    ``ahead``: random and grid searches create trials ahead of the exits that make room for
+    them, for the resource manager to queue behind running trials (``cluster.queue_successors``
+    on a manager that :attr:`~stalwart.master.rm.base.ResourceManager.queues_successors`)."""
     signals = Signals()
     if experiment.state not in DRIVEN_STATES or experiment.unmanaged:
         return signals  # an unmanaged experiment's trials come from its script
-    searcher, cursor, actions = _load(experiment)
+    searcher, cursor, actions = _load(experiment, ahead=ahead)
     pending: deque[Action] = deque(actions)
     trials = _Trials(session, experiment.id)
     current = ""

@@ -429,6 +429,11 @@ class Allocation(Base):
     """Seconds spent pulling the task's image before it started, the longest over its
     containers (None: nothing was pulled, or not known yet). Written only through
     :func:`stalwart.master.services.allocations.record_pull_time`."""
+    after_allocation_id: Mapped[str | None] = mapped_column(String(160), index=True)
+    """Queued behind this running allocation (a queued successor): placed on its slots, which
+    stay that allocation's until it ends; its agent starts this one the moment the other
+    exits. Cleared when the slots pass to it (:func:`stalwart.master.services.agents.
+    pass_slots_on`). None for every other allocation."""
 
 
 LIVE_CONTAINER_STATES = ("ASSIGNED", "STARTING", "RUNNING")

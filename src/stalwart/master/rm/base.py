@@ -66,6 +66,13 @@ class ResourceManager(ABC):
 
     name: str = ""
 
+    queues_successors: bool = False
+    """Whether the engine can queue an allocation behind a running one on the same slots, to
+    start the moment the running one exits (Stalwart's agents: ``TaskSpec.after``). With
+    ``cluster.queue_successors`` on, random and grid searches then create their next trials
+    ahead of the exits that make room for them (:meth:`stalwart.master.searcher.base.
+    SearchMethod.allow_ahead`)."""
+
     def __init__(self, state: MasterState) -> None:
         self.state = state
 

@@ -47,11 +47,14 @@ def claim_allocation(
     cluster_id: str,
     startup_hook_of: StartupHookOf | None = None,
     commit: bool = True,
+    after: str | None = None,
 ) -> str | None:
     """Claim ``allocation`` (PENDING or WAITING, checked by the caller) for ``plans`` (rank
     order, at least one); the token, or None (see the module docstring). Commits, unless
     ``commit=False``. ``startup_hook_of`` gives the configured startup hook of the allocation's
-    resource pool (``MasterSettings.startup_hook``; None: no hook)."""
+    resource pool (``MasterSettings.startup_hook``; None: no hook). ``after``: the allocation
+    is a queued successor of that running one, on its slots (``after_allocation_id``, and
+    ``TaskSpec.after`` in the specs: its agent starts it when that one exits)."""
     if not plans:
         raise ValueError("an allocation runs at least one container")
     ports = ports_for(port_offset)
@@ -73,6 +76,7 @@ def claim_allocation(
     allocation.ports = {"offset": port_offset, **ports}
     allocation.token_sha256 = token_sha256(token)
     allocation.agent_id = plans[0].agent_id
+    allocation.after_allocation_id = after
     for plan, spec in zip(plans, specs, strict=True):
         session.add(
             Container(
@@ -81,7 +85,7 @@ def claim_allocation(
                 agent_id=plan.agent_id,
                 slot_ids=list(plan.slot_ids),
                 state="ASSIGNED",
-                spec=spec.model_dump(mode="json"),
+                spec={**spec.model_dump(mode="json"), "after": after},
             )
         )
     set_allocation_state(session, allocation, "ASSIGNED")

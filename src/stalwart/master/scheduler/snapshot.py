@@ -129,6 +129,9 @@ class Request:
     preempting: bool = False
     blocked_agents: frozenset[str] = frozenset()
     """Agents the request must not be placed on (a trial's ``exclude_node`` log policies)."""
+    has_successor: bool = False
+    """A running request with a queued successor already waiting behind it
+    (:mod:`~stalwart.master.scheduler.successors`)."""
 
     def __post_init__(self) -> None:
         if self.slots_needed < 0:
@@ -177,6 +180,10 @@ class GroupLimits:
     group_id: str
     max_slots: int | None = None
     max_concurrent: int | None = None
+    successors: bool = False
+    """The group's waiting requests may queue behind its running ones
+    (:mod:`~stalwart.master.scheduler.successors`): a random or grid search whose next trials
+    were created ahead (``max_concurrent`` then caps what runs)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ Contracts of :class:`SearchMethod` (the master's side):
   restored from a version-1 snapshot cannot tell the two apart and ignores both; see
   :class:`TrackedSearch`.)
 - A searcher never has more than :attr:`SearchMethod.max_concurrent_trials` trials created and
-  not exited (0: no limit). Replacements are created when a trial exits, never before.
+  not exited (0: no limit), plus :attr:`SearchMethod.ahead` trials created ahead when the
+  master allowed it (:meth:`SearchMethod.allow_ahead`: random and grid searches, whose next
+  trial never depends on results; the master then runs at most ``max_concurrent_trials`` of
+  them at once and queues the others behind running trials). Replacements are created when a
+  trial exits, never before, beyond those.
 - Exactly one :class:`~stalwart.master.searcher.actions.Shutdown`, returned with the exit of the
   last trial once nothing more will be created; after it every call returns ``[]``.
 - ``snapshot()`` is JSON-ready (no NaN/infinity); ``restore(snapshot)`` on a searcher made from
@@ -139,6 +143,28 @@ class SearchMethod(ABC):
     @abstractmethod
     def max_concurrent_trials(self) -> int:
         """Most trials created and not yet exited at any time; 0 means no limit."""
+
+    ahead: int = 0
+    """Trials this search may have created beyond :attr:`max_concurrent_trials`, ahead of the
+    exits that make room for them (0 unless :meth:`allow_ahead` gave more). Configuration, not
+    state: it is not in the snapshot; the master sets it on every searcher it builds."""
+
+    may_run_ahead: ClassVar[bool] = False
+    """Whether trials created ahead are the ones exits would create later (the next trial
+    never depends on results): random and grid searches."""
+
+    def allow_ahead(self) -> None:
+        """Let the search create up to :attr:`max_concurrent_trials` trials ahead (when it
+        :attr:`may_run_ahead` and has a limit; otherwise nothing changes), for the master to
+        queue behind its running trials so that a freed slot starts the next trial at once."""
+        if self.may_run_ahead:
+            self.ahead = self.max_concurrent_trials
+
+    def live_limit(self) -> int:
+        """Most trials created and not exited: :attr:`max_concurrent_trials` plus
+        :attr:`ahead` (0: no limit)."""
+        cap = self.max_concurrent_trials
+        return cap + self.ahead if cap else 0
 
     @abstractmethod
     def initial_actions(self) -> list[Action]:
@@ -344,9 +370,9 @@ class TrackedSearch(SearchMethod):
     # -- helpers for subclasses ----------------------------------------------------------------
 
     def _create(self, hparams: dict[str, Any], group: int = 0) -> Create:
-        limit = self.max_concurrent_trials
+        limit = self.live_limit()
         if limit and self.live_trials() >= limit:
-            raise SearcherStateError(f"{self.name}: would exceed {limit} concurrent trials")
+            raise SearcherStateError(f"{self.name}: would exceed {limit} live trials")
         # Drawn even when unused, so a seed samples the same hyperparameters and trial seeds as
         # before counter ids.
         request_id = self._rng.request_id()

@@ -1,7 +1,8 @@
 """The ``grid`` searcher: one trial per point of the hyperparameter grid.
 
 As Determined's ``grid.go``: the first ``max_concurrent_trials`` points (all when 0) are created
-at once, each exit makes room for the next point, and every point is tried exactly once (a point
+at once (and as many more ahead with :meth:`~.TrackedSearch.allow_ahead`), each exit makes room
+for the next point, and every point is tried exactly once (a point
 whose trial errors or reports invalid hyperparameters is not retried). Validation metrics are not
 read. Points are created in :class:`~stalwart.master.searcher.sampling.GridSpace` order, first
 point first (Determined pops from the end of its list); the state is the index of the next point.
@@ -24,6 +25,7 @@ class GridSearch(TrackedSearch):
     """Grid search over the cartesian product of every hyperparameter's grid values."""
 
     name = "grid"
+    may_run_ahead = True
     replaces_invalid = False
 
     def __init__(
@@ -51,7 +53,8 @@ class GridSearch(TrackedSearch):
 
     def _fill(self) -> list[Action]:
         actions: list[Action] = []
-        while self._next < len(self._grid) and not (self._cap and self.live_trials() >= self._cap):
+        limit = self.live_limit()
+        while self._next < len(self._grid) and not (limit and self.live_trials() >= limit):
             actions.append(self._create(self._grid.point(self._next)))
             self._next += 1
         return actions

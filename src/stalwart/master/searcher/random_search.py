@@ -2,8 +2,10 @@
 
 As Determined's ``random.go``: the first ``min(max_trials, max_concurrent_trials)`` trials are
 created at once (all of them when ``max_concurrent_trials`` is 0), and each exit makes room for
-the next until ``max_trials`` have been created. A trial that reports invalid hyperparameters does
-not count: it is replaced by a new sample. Errored trials count (they are not retried here; the
+the next until ``max_trials`` have been created; with :meth:`~.TrackedSearch.allow_ahead`, up to
+``max_concurrent_trials`` more are created ahead of those exits (Stalwart's queued
+successors). A trial that reports invalid hyperparameters does not count: it is replaced by a
+new sample. Errored trials count (they are not retried here; the
 master already restarted them ``max_restarts`` times). Validation metrics are not read.
 """
 
@@ -23,6 +25,7 @@ class RandomSearch(TrackedSearch):
     """Random search (also the engine of :class:`~stalwart.master.searcher.single.SingleSearch`)."""
 
     name = "random"
+    may_run_ahead = True
 
     def __init__(
         self,
@@ -49,7 +52,8 @@ class RandomSearch(TrackedSearch):
     def _fill(self) -> list[Action]:
         actions: list[Action] = []
         counted = self._counted()
-        while counted < self._max_trials and not (self._cap and self.live_trials() >= self._cap):
+        limit = self.live_limit()
+        while counted < self._max_trials and not (limit and self.live_trials() >= limit):
             actions.append(self._create(sample_hyperparameters(self._hps, self._rng)))
             counted += 1
         return actions

@@ -27,6 +27,7 @@ class SingleSearch(RandomSearch):
     """Exactly one trial."""
 
     name = "single"
+    may_run_ahead = False  # one trial: nothing to create ahead
     replaces_invalid = False
 
     def __init__(self, hyperparameters: Mapping[str, Hyperparameter], seed: int) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "list_agents",
     "mark_disconnected",
     "normalize_device_type",
+    "pass_slots_on",
     "register_agent",
     "release_slots",
     "report_digest",
@@ -242,6 +243,30 @@ def release_slots(session: Session, allocation_id: str) -> int:
         .execution_options(synchronize_session="evaluate")
     )
     return freed.rowcount
+
+
+def pass_slots_on(session: Session, allocation_id: str) -> str | None:
+    """An allocation ended: its slots go to its live queued successor (the allocation placed
+    behind it, ``after_allocation_id``), which then holds them like any placed allocation (its
+    ``after_allocation_id`` cleared); without one they are freed (:func:`release_slots`).
+    The successor's id, or None."""
+    successor = session.scalar(
+        select(Allocation).where(
+            Allocation.after_allocation_id == allocation_id,
+            Allocation.state.in_(LIVE_ALLOCATION_STATES),
+        )
+    )
+    if successor is None:
+        release_slots(session, allocation_id)
+        return None
+    session.execute(
+        update(Slot)
+        .where(Slot.allocation_id == allocation_id)
+        .values(allocation_id=successor.id)
+        .execution_options(synchronize_session="evaluate")
+    )
+    successor.after_allocation_id = None
+    return successor.id
 
 
 def set_agent_enabled(session: Session, agent_id: str, *, enabled: bool, drain: bool) -> Agent:

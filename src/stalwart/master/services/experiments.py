@@ -171,11 +171,18 @@ def live_allocations(session: Session, trial: Trial) -> list[Allocation]:
 
 
 def stop_allocations(session: Session, trial: Trial, *, kill: bool) -> Signals:
-    """Unstarted allocations end; started ones are asked to preempt (and, to kill, TERMINATE)."""
+    """Unstarted allocations end; started ones are asked to preempt (and, to kill, TERMINATE).
+    A queued successor (``after_allocation_id``: its agent would start it when the trial ahead
+    of it exits, which a pause's preemption makes it do) is killed: it has not run yet."""
     signals = Signals()
     for allocation in live_allocations(session, trial):
         if allocation.state in UNSTARTED_ALLOCATION_STATES:
             set_allocation_state(session, allocation, "TERMINATED")
+            continue
+        if allocation.after_allocation_id is not None:
+            if allocation.state != "TERMINATING":
+                set_allocation_state(session, allocation, "TERMINATING")
+                signals.kill.add(allocation.id)
             continue
         if not allocation.preempt_requested:
             allocation.preempt_requested = True

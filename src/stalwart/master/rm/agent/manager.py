@@ -14,7 +14,10 @@ all, so each of its steps is database work under the state lock.
   (:func:`~stalwart.master.scheduler.schedule`: priority or fair share, gang, fitting), claims
   the assignments in the same step, one transaction for them all
   (:class:`~stalwart.master.rm.agent.placement.Claimer`: a compare-and-set of the slots, then
-  the shared claim), and wakes the agents concerned once it has committed; asks the preempted
+  the shared claim), queues waiting trials of random and grid searches behind running ones
+  of their experiment (:mod:`~stalwart.master.scheduler.successors`, ``Claimer.claim_behind``:
+  the agent starts such a successor the moment its predecessor exits), and wakes the agents
+  concerned once it has committed; asks the preempted
   allocations to checkpoint and stop; and tells a trial once, in its logs, why it cannot start
   (no agent serves its pool, or the pool is too small).
 """
@@ -35,6 +38,7 @@ from stalwart.master.db.tables import LIVE_CONTAINER_STATES, Agent, Allocation, 
 from stalwart.master.rm.agent.placement import Claimer, read_snapshot, unschedulable_reason
 from stalwart.master.rm.base import Prepull, ResourceManager, ServiceAddresses
 from stalwart.master.scheduler import Placement, Snapshot, schedule
+from stalwart.master.scheduler.successors import pair_successors
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.prepull import agent_pool_devices
 from stalwart.master.state import MasterState, agent_key
@@ -49,6 +53,7 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
     """Stalwart's agents as the resource manager (see the module docstring)."""
 
     name = "agents"
+    queues_successors = True
 
     def __init__(self, state: MasterState) -> None:
         super().__init__(state)
@@ -107,6 +112,10 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
                 startup_hook_of=self.state.settings.startup_hook,
             )
             claims = claimer.claim_all(decision.assignments)
+            for waiting, running in pair_successors(snapshot, decision).items():
+                queued = claimer.claim_behind(waiting, running)
+                if queued is not None:
+                    claims.append(queued)
             for claimed in claims:
                 woken.update(claimed.agent_ids)
             session.commit()

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from stalwart.config.experiment import ExperimentConfig
 from stalwart.config.resources import ResourcesConfig
+from stalwart.config.searcher import GridSearcher, RandomSearcher
 from stalwart.master.db.tables import (
     LIVE_CONTAINER_STATES,
     Agent,
@@ -49,6 +50,7 @@ from stalwart.master.scheduler import (
     SlotView,
     Snapshot,
 )
+from stalwart.master.searcher.factory import searcher_class
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.interactive import task_resources
@@ -160,11 +162,16 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
             Task.config,
             Task.start_time,
             Task.extra,
+            Allocation.after_allocation_id,
         )
         .join(Task, Task.task_id == Allocation.task_id)
         .where(Allocation.state.in_(LIVE_ALLOCATION_STATES))
         .order_by(Allocation.id)
     ).all()
+    # A queued successor neither waits nor holds slots (they are its predecessor's until it
+    # ends): the scheduler does not see it, only that its predecessor has one.
+    with_successor = {row.after_allocation_id for row in rows if row.after_allocation_id}
+    rows = [row for row in rows if row.after_allocation_id is None]
     # One config per experiment (not per allocation: a config is decoded JSON of some size).
     wanted = select(Experiment.id, Experiment.config).where(
         Experiment.id.in_({row.experiment_id for row in rows if row.experiment_id is not None})
@@ -193,15 +200,35 @@ def read_snapshot(session: Session, settings: MasterSettings) -> Snapshot:
                 assignment=placed.get(row.id, ()) if running else (),
                 preempting=bool(row.preempt_requested) if running else False,
                 blocked_agents=excluded_agents(row.extra) if exp_id is not None else frozenset(),
+                has_successor=row.id in with_successor,
             )
         )
-        groups[group] = GroupLimits(group_id=group, max_slots=res.max_slots)
+        config = configs.get(exp_id) if exp_id is not None else None
+        cap = _search_cap(config)
+        groups[group] = GroupLimits(
+            group_id=group,
+            max_slots=res.max_slots,
+            max_concurrent=cap,
+            successors=cap is not None and settings.cluster.queue_successors,
+        )
     return Snapshot(
         agents=tuple(views),
         requests=tuple(r for r in requests if not r.running or r.assignment),
         groups=tuple(groups.values()),
         pools=pool_settings(settings),
     )
+
+
+def _search_cap(config: ExperimentConfig | None) -> int | None:
+    """The experiment's ``max_concurrent_trials`` when its searcher may create trials ahead
+    (random, grid: :attr:`~stalwart.master.searcher.base.SearchMethod.may_run_ahead`), for the
+    scheduler to cap what runs; None otherwise (the searcher itself keeps the limit)."""
+    if config is None or not searcher_class(config).may_run_ahead:
+        return None
+    searcher = config.searcher
+    if not isinstance(searcher, RandomSearcher | GridSearcher):
+        return None
+    return searcher.max_concurrent_trials or None
 
 
 def _resources(
@@ -350,6 +377,52 @@ class Claimer:
             if claimed.rowcount != len(slot_ids):
                 self._unclaim(allocation_id)
                 return None
+        return self._finish(allocation, placement)
+
+    def claim_behind(self, allocation_id: str, predecessor_id: str) -> Claimed | None:
+        """Place a waiting allocation as the queued successor of a running one
+        (:mod:`~stalwart.master.scheduler.successors`): on the slots of its one container, which
+        stay the predecessor's (no slot changes hands now: :func:`~stalwart.master.services.
+        agents.pass_slots_on` passes them when it ends). None, with nothing written, unless the
+        allocation still waits and the predecessor still runs there, holding its slots, not
+        asked to stop, with no successor of its own and not queued itself."""
+        session = self._session
+        allocation = session.get(Allocation, allocation_id)
+        before = session.get(Allocation, predecessor_id)
+        if allocation is None or allocation.state not in ("PENDING", "WAITING"):
+            return None
+        if (
+            before is None
+            or before.state not in ("ASSIGNED", "PULLING", "STARTING", "RUNNING")
+            or before.preempt_requested
+            or before.after_allocation_id is not None
+            or before.slots != allocation.slots
+        ):
+            return None
+        rows = list(session.scalars(select(Container).where(Container.allocation_id == before.id)))
+        if len(rows) != 1 or rows[0].state not in LIVE_CONTAINER_STATES:
+            return None
+        queued = select(Allocation.id).where(
+            Allocation.after_allocation_id == before.id,
+            Allocation.state.in_(LIVE_ALLOCATION_STATES),
+        )
+        if session.scalar(queued) is not None:
+            return None
+        held = session.scalars(
+            select(Slot.slot_id).where(Slot.allocation_id == before.id, Slot.enabled.is_(True))
+        )
+        slot_ids = tuple(str(s) for s in rows[0].slot_ids)
+        if sorted(held) != sorted(slot_ids):
+            return None
+        return self._finish(allocation, ((rows[0].agent_id, slot_ids),), after=before.id)
+
+    def _finish(
+        self, allocation: Allocation, placement: Placement, *, after: str | None = None
+    ) -> Claimed | None:
+        """The claim every engine shares, for slots already settled; None (the slots this
+        claim took freed again) when the task cannot be described."""
+        session = self._session
+        allocation_id = allocation.id
         agent_ids = [agent_id for agent_id, _ in placement]
         plans = _plans(session, placement)
         slots = [session.get(Slot, (p.agent_id, p.slot_ids[0])) for p in plans if p.slot_ids]
@@ -364,9 +437,11 @@ class Claimer:
             cluster_id=self._cluster_id,
             startup_hook_of=self._startup_hook_of,
             commit=False,
+            after=after,
         )
         if token is None:
-            self._unclaim(allocation_id)
+            if after is None:
+                self._unclaim(allocation_id)
             return None
         for agent_id in agent_ids:
             self._offsets[agent_id].add(offset)
