@@ -171,7 +171,8 @@ class ClusterSettings(_Settings):
         "`max_concurrent_trials` at once), and the master queues each behind a running trial "
         "of its experiment on an agent: the agent starts it the moment that trial exits, "
         "without waiting for the master. Only with Stalwart's agents, and only while no other "
-        "work waits for slots in the pool. Off: a trial is created when another exits.",
+        "job waiting in the pool could take the slots. Off: a trial is created when another "
+        "exits.",
     )
     prepull: PrepullSettings = Field(
         default_factory=PrepullSettings,

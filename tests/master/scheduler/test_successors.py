@@ -42,6 +42,30 @@ def test_nothing_queues_without_the_group_s_consent_or_when_others_wait() -> Non
     assert pair_successors(snapshot([agent("a", 1)], requests, groups=[AHEAD]), preempting) == {}
 
 
+def test_another_job_that_wants_slots_keeps_them_free_one_held_back_by_its_own_limit_not() -> None:
+    """A higher-priority search below its own limit waits for the slot that frees next: it is
+    the scheduler's to give, so nothing queues. A search that waits only because it runs its
+    own max_concurrent_trials wants nothing, and both queue behind their own trials."""
+    urgent = GroupLimits("8", max_concurrent=2, successors=True)
+    mine = [running("7.x.1", "7", {"a": [0]}), waiting("7.p.1")]
+    below = snapshot(
+        [agent("a", 2)],
+        [*mine, running("8.y.1", "8", {"a": [1]}), waiting("8.q.1", "8", priority=10)],
+        groups=[AHEAD, urgent],
+    )
+    assert pair_successors(below, schedule(below)) == {}
+    full = [GroupLimits(g, max_concurrent=1, successors=True) for g in ("7", "8")]
+    at_cap = snapshot(
+        [agent("a", 2)],
+        [*mine, running("8.y.1", "8", {"a": [1]}), waiting("8.q.1", "8", priority=10)],
+        groups=full,
+    )
+    assert pair_successors(at_cap, schedule(at_cap)) == {"7.p.1": "7.x.1", "8.q.1": "8.y.1"}
+    # Below its limit, the search "7" wants the slot "8" frees: "8" queues nothing.
+    mixed = snapshot(at_cap.agents, at_cap.requests, groups=[AHEAD, full[1]])
+    assert pair_successors(mixed, schedule(mixed)) == {"7.p.1": "7.x.1"}
+
+
 def test_only_a_running_trial_that_can_take_one_gets_a_successor() -> None:
     cases = {
         "has one": running("7.x.1", "7", {"a": [0]}, has_successor=True),
