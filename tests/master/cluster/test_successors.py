@@ -23,7 +23,14 @@ from stalwart.master.db.tables import Allocation, Container, Slot, Trial
 from stalwart.master.services import experiments as exp_svc
 from stalwart.master.services.allocations import ack_preemption
 from stalwart.master.state import MasterState
-from tests.master.cluster.test_loop import RANDOM_4, FakeNode, _create, _exp_state, _trials
+from tests.master.cluster.test_loop import (
+    RANDOM_4,
+    SINGLE,
+    FakeNode,
+    _create,
+    _exp_state,
+    _trials,
+)
 from tests.master.conftest import make_settings
 
 RANDOM = RANDOM_4.replace("max_trials: 8", "max_trials: 7").replace(
@@ -218,3 +225,45 @@ def test_a_lost_agent_s_queued_successors_end_and_their_trials_go_back_to_waitin
     assert all(ended[a] == "TERMINATED" for a in queued)
     assert set(_holders(state).values()) == {None}
     assert len(waiting) == 4  # nothing lost: every trial waits for an agent again
+
+
+def test_a_preempted_trial_s_queued_successor_is_withdrawn_and_the_urgent_job_gets_the_slot(
+    tmp_path: Path,
+) -> None:
+    pools = [{"pool_name": "default", "scheduler": {"type": "priority", "preemption": True}}]
+    state = open_state(
+        make_settings(tmp_path / "home", cluster={"agent_timeout": 60}, resource_pools=pools)
+    )
+    try:
+        loop, node, exp_id = _started(state)
+        behind = _queued_behind(state)
+        urgent = _create(state, SINGLE.replace("max_restarts: 1", "resources:\n  priority: 10"))
+        loop.run_round()  # preempts one of the search's trials, withdraws its successor
+        with state.sessions() as session:
+            (preempted,) = session.scalars(
+                select(Allocation).where(Allocation.preempt_requested.is_(True))
+            ).all()
+            withdrawn = next(s for s, p in behind.items() if p == preempted.id)
+            gone = session.get(Allocation, withdrawn)
+            assert gone is not None
+            assert (gone.state, gone.after_allocation_id) == ("TERMINATED", None)
+            ack_preemption(session, preempted.id)
+            session.commit()
+        assert withdrawn in node.sync().kill  # the agent drops it
+        node.exit(withdrawn, None)
+        node.exit(preempted.id, 0)  # checkpoints and gives the slot back
+        assert withdrawn not in node.running()  # nothing took the slot in its place
+        _settle(loop, node)
+        with state.sessions() as session:
+            placed = session.scalars(
+                select(Allocation.task_id).where(Allocation.state != "TERMINATED")
+            ).all()
+            trial = session.scalars(
+                select(Trial).where(Trial.task_id == withdrawn.rsplit(".", 1)[0])
+            ).one()
+        assert any(task.startswith(f"{urgent}.") for task in placed)  # the urgent job runs
+        assert (trial.state, trial.restarts) == ("ACTIVE", 0)  # no consequence for the trial
+        assert trial.task_id in placed  # it waits again with a new allocation
+        assert len(_trials(state, exp_id)) == 4
+    finally:
+        state.engine.dispose()

@@ -30,8 +30,13 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from stalwart.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from stalwart.master.db.tables import Agent, Allocation, Slot, utcnow
-from stalwart.master.transitions import LIVE_ALLOCATION_STATES, PLACED_ALLOCATION_STATES
+from stalwart.master.db.tables import Agent, Allocation, Container, Slot, utcnow
+from stalwart.master.transitions import (
+    LIVE_ALLOCATION_STATES,
+    PLACED_ALLOCATION_STATES,
+    set_allocation_state,
+    set_container_state,
+)
 
 __all__ = [
     "DEVICE_TYPES",
@@ -52,6 +57,7 @@ __all__ = [
     "set_agent_enabled",
     "set_slot_enabled",
     "slots_of",
+    "withdraw_successor",
 ]
 
 DEVICE_TYPES = ("cpu", "cuda", "rocm")
@@ -266,6 +272,33 @@ def pass_slots_on(session: Session, allocation_id: str) -> str | None:
         .execution_options(synchronize_session="evaluate")
     )
     successor.after_allocation_id = None
+    return successor.id
+
+
+def withdraw_successor(session: Session, allocation_id: str, why: str) -> str | None:
+    """The live queued successor of ``allocation_id`` (see :func:`pass_slots_on`) no longer
+    waits on its slots: it ends now, never started (TERMINATED; its containers EXITED with
+    ``why``), with no consequence for its trial, which the cluster loop gives a new allocation
+    that waits like any other. Its agent, still holding it, is told to drop it at its next
+    sync (a container the master recorded as exited is killed, then forgotten). For a
+    predecessor asked to give its slots to other work (preemption): the successor must not
+    take them when it exits. The successor's id, or None. The caller commits and wakes it."""
+    successor = session.scalar(
+        select(Allocation).where(
+            Allocation.after_allocation_id == allocation_id,
+            Allocation.state.in_(LIVE_ALLOCATION_STATES),
+        )
+    )
+    if successor is None:
+        return None
+    for container in session.scalars(
+        select(Container).where(Container.allocation_id == successor.id)
+    ):
+        if container.state != "EXITED":
+            set_container_state(session, container, "EXITED", reason=why)
+    successor.exit_reason = why
+    successor.after_allocation_id = None
+    set_allocation_state(session, successor, "TERMINATED")
     return successor.id
 
 

@@ -18,7 +18,8 @@ all, so each of its steps is database work under the state lock.
   of their experiment (:mod:`~stalwart.master.scheduler.successors`, ``Claimer.claim_behind``:
   the agent starts such a successor the moment its predecessor exits), and wakes the agents
   concerned once it has committed; asks the preempted
-  allocations to checkpoint and stop; and tells a trial once, in its logs, why it cannot start
+  allocations to checkpoint and stop (withdrawing their queued successors, which must not take
+  the slots); and tells a trial once, in its logs, why it cannot start
   (no agent serves its pool, or the pool is too small).
 """
 
@@ -39,6 +40,7 @@ from stalwart.master.rm.agent.placement import Claimer, read_snapshot, unschedul
 from stalwart.master.rm.base import Prepull, ResourceManager, ServiceAddresses
 from stalwart.master.scheduler import Placement, Snapshot, schedule
 from stalwart.master.scheduler.successors import pair_successors
+from stalwart.master.services.agents import withdraw_successor
 from stalwart.master.services.allocations import request_preemption
 from stalwart.master.services.prepull import agent_pool_devices
 from stalwart.master.state import MasterState, agent_key
@@ -125,8 +127,13 @@ class AgentManager(ResourceManager, Prepull, ServiceAddresses):
         for allocation_id in decision.preemptions:
             with self.step() as session:
                 request_preemption(session, allocation_id)
+                # Its queued successor must not take the slots the preemption frees.
+                why = "withdrawn before it started: the trial ahead of it was preempted"
+                withdrawn = withdraw_successor(session, allocation_id, why)
+                if withdrawn is not None and (gone := session.get(Allocation, withdrawn)):
+                    master_log(session, gone.task_id, withdrawn, why)
                 session.commit()
-                self.state.wake(session, [allocation_id])
+                self.state.wake(session, [allocation_id, *filter(None, [withdrawn])])
         self._explain_waits(snapshot, decision.assignments)
 
     def _explain_waits(self, snapshot: Snapshot, started: Mapping[str, Placement]) -> None:
