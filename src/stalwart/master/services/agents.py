@@ -50,6 +50,7 @@ __all__ = [
     "mark_disconnected",
     "normalize_device_type",
     "pass_slots_on",
+    "queued_successor",
     "register_agent",
     "release_slots",
     "report_digest",
@@ -251,17 +252,23 @@ def release_slots(session: Session, allocation_id: str) -> int:
     return freed.rowcount
 
 
-def pass_slots_on(session: Session, allocation_id: str) -> str | None:
-    """An allocation ended: its slots go to its live queued successor (the allocation placed
-    behind it, ``after_allocation_id``), which then holds them like any placed allocation (its
-    ``after_allocation_id`` cleared); without one they are freed (:func:`release_slots`).
-    The successor's id, or None."""
-    successor = session.scalar(
+def queued_successor(session: Session, allocation_id: str) -> Allocation | None:
+    """The live allocation queued behind ``allocation_id`` (``after_allocation_id``: placed on
+    its slots, to start when it exits), or None; an allocation has at most one."""
+    return session.scalar(
         select(Allocation).where(
             Allocation.after_allocation_id == allocation_id,
             Allocation.state.in_(LIVE_ALLOCATION_STATES),
         )
     )
+
+
+def pass_slots_on(session: Session, allocation_id: str) -> str | None:
+    """An allocation ended: its slots go to its live queued successor (the allocation placed
+    behind it, ``after_allocation_id``), which then holds them like any placed allocation (its
+    ``after_allocation_id`` cleared); without one they are freed (:func:`release_slots`).
+    The successor's id, or None."""
+    successor = queued_successor(session, allocation_id)
     if successor is None:
         release_slots(session, allocation_id)
         return None
@@ -283,12 +290,7 @@ def withdraw_successor(session: Session, allocation_id: str, why: str) -> str | 
     sync (a container the master recorded as exited is killed, then forgotten). For a
     predecessor asked to give its slots to other work (preemption): the successor must not
     take them when it exits. The successor's id, or None. The caller commits and wakes it."""
-    successor = session.scalar(
-        select(Allocation).where(
-            Allocation.after_allocation_id == allocation_id,
-            Allocation.state.in_(LIVE_ALLOCATION_STATES),
-        )
-    )
+    successor = queued_successor(session, allocation_id)
     if successor is None:
         return None
     for container in session.scalars(

@@ -51,6 +51,7 @@ from stalwart.master.scheduler import (
     Snapshot,
 )
 from stalwart.master.searcher.factory import searcher_class
+from stalwart.master.services.agents import queued_successor
 from stalwart.master.services.allocations import LOOPBACK
 from stalwart.master.services.experiment_config import typed_config_of
 from stalwart.master.services.interactive import task_resources
@@ -402,11 +403,7 @@ class Claimer:
         rows = list(session.scalars(select(Container).where(Container.allocation_id == before.id)))
         if len(rows) != 1 or rows[0].state not in LIVE_CONTAINER_STATES:
             return None
-        queued = select(Allocation.id).where(
-            Allocation.after_allocation_id == before.id,
-            Allocation.state.in_(LIVE_ALLOCATION_STATES),
-        )
-        if session.scalar(queued) is not None:
+        if queued_successor(session, before.id) is not None:
             return None
         held = session.scalars(
             select(Slot.slot_id).where(Slot.allocation_id == before.id, Slot.enabled.is_(True))
